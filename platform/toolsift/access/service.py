@@ -1,0 +1,241 @@
+"""Permissions, roles, grants and API keys of one tenant."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from uuid import UUID
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from ..auth import keys
+from ..errors import Conflict, NotFound, Unprocessable
+from ..models import ApiKey, ApiKeyRole, Permission, Role, RolePermission, Tool
+from .schemas import KeyCreate, PermissionCreate, RoleCreate, RoleUpdate
+
+
+@dataclass(frozen=True)
+class RoleView:
+    id: UUID
+    name: str
+    description: str
+    permissions: list[str]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class KeyView:
+    id: UUID
+    name: str
+    scope: str
+    prefix: str
+    roles: list[str]
+    created_at: datetime
+    revoked_at: datetime | None
+    secret: str = ""
+
+
+class AccessService:
+    # --- permissions -------------------------------------------------------------------------
+    def create_permission(
+        self, session: Session, tenant_id: UUID, data: PermissionCreate
+    ) -> Permission:
+        if session.scalar(select(Permission.id).where(Permission.name == data.name)):
+            raise Conflict(f"permission {data.name!r} already exists", field="name")
+        permission = Permission(
+            tenant_id=tenant_id, id=uuid.uuid4(), name=data.name, description=data.description
+        )
+        session.add(permission)
+        session.flush()
+        return permission
+
+    def list_permissions(self, session: Session) -> Sequence[Permission]:
+        return session.scalars(select(Permission).order_by(Permission.name)).all()
+
+    def get_permission(self, session: Session, permission_id: UUID) -> Permission:
+        permission = session.get(Permission, (session.info["tenant_id"], permission_id))
+        if permission is None:
+            raise NotFound("permission not found")
+        return permission
+
+    def delete_permission(self, session: Session, permission_id: UUID) -> None:
+        permission = self.get_permission(session, permission_id)
+        in_use = session.scalar(
+            select(func.count())
+            .select_from(Tool)
+            .where(Tool.required_permission_id == permission.id)
+        )
+        if in_use:
+            raise Conflict(f"permission {permission.name!r} is required by {in_use} tool(s)")
+        session.delete(permission)
+        session.flush()
+
+    def permission_ids(
+        self, session: Session, names: Iterable[str], *, field: str
+    ) -> dict[str, UUID]:
+        wanted = set(names)
+        if not wanted:
+            return {}
+        found = dict(
+            session.execute(
+                select(Permission.name, Permission.id).where(Permission.name.in_(wanted))
+            ).tuples().all()
+        )
+        if missing := sorted(wanted - found.keys()):
+            raise Unprocessable(f"unknown permission(s): {', '.join(missing)}", field=field)
+        return found
+
+    # --- roles -------------------------------------------------------------------------------
+    def create_role(self, session: Session, tenant_id: UUID, data: RoleCreate) -> RoleView:
+        if session.scalar(select(Role.id).where(Role.name == data.name)):
+            raise Conflict(f"role {data.name!r} already exists", field="name")
+        role = Role(
+            tenant_id=tenant_id, id=uuid.uuid4(), name=data.name, description=data.description
+        )
+        session.add(role)
+        session.flush()
+        self._grant(session, role, data.permissions)
+        return self._role_view(session, role)
+
+    def update_role(self, session: Session, role_id: UUID, data: RoleUpdate) -> RoleView:
+        role = self._role(session, role_id)
+        if data.description is not None:
+            role.description = data.description
+        if data.permissions is not None:
+            session.execute(delete(RolePermission).where(RolePermission.role_id == role.id))
+            self._grant(session, role, data.permissions)
+        session.flush()
+        return self._role_view(session, role)
+
+    def grant(self, session: Session, role_id: UUID, permission: str) -> RoleView:
+        role = self._role(session, role_id)
+        self._grant(session, role, [permission])
+        return self._role_view(session, role)
+
+    def revoke(self, session: Session, role_id: UUID, permission: str) -> RoleView:
+        role = self._role(session, role_id)
+        ids = self.permission_ids(session, [permission], field="permission")
+        session.execute(
+            delete(RolePermission).where(
+                RolePermission.role_id == role.id, RolePermission.permission_id == ids[permission]
+            )
+        )
+        return self._role_view(session, role)
+
+    def get_role(self, session: Session, role_id: UUID) -> RoleView:
+        return self._role_view(session, self._role(session, role_id))
+
+    def list_roles(self, session: Session) -> list[RoleView]:
+        return [
+            self._role_view(session, r) for r in session.scalars(select(Role).order_by(Role.name))
+        ]
+
+    def delete_role(self, session: Session, role_id: UUID) -> None:
+        session.delete(self._role(session, role_id))
+        session.flush()
+
+    def role_ids(self, session: Session, names: Iterable[str], *, field: str) -> dict[str, UUID]:
+        wanted = set(names)
+        found = dict(
+            session.execute(select(Role.name, Role.id).where(Role.name.in_(wanted))).tuples().all()
+        )
+        if missing := sorted(wanted - found.keys()):
+            raise Unprocessable(f"unknown role(s): {', '.join(missing)}", field=field)
+        return found
+
+    def _role(self, session: Session, role_id: UUID) -> Role:
+        role = session.get(Role, (session.info["tenant_id"], role_id))
+        if role is None:
+            raise NotFound("role not found")
+        return role
+
+    def _grant(self, session: Session, role: Role, permissions: Iterable[str]) -> None:
+        ids = self.permission_ids(session, permissions, field="permissions")
+        existing = set(
+            session.scalars(
+                select(RolePermission.permission_id).where(RolePermission.role_id == role.id)
+            )
+        )
+        for permission_id in ids.values():
+            if permission_id not in existing:
+                session.add(
+                    RolePermission(
+                        tenant_id=role.tenant_id, role_id=role.id, permission_id=permission_id
+                    )
+                )
+        session.flush()
+
+    def _role_view(self, session: Session, role: Role) -> RoleView:
+        names = session.scalars(
+            select(Permission.name)
+            .join(RolePermission, RolePermission.permission_id == Permission.id)
+            .where(RolePermission.role_id == role.id)
+            .order_by(Permission.name)
+        ).all()
+        return RoleView(role.id, role.name, role.description, list(names), role.created_at)
+
+    # --- API keys ----------------------------------------------------------------------------
+    def create_key(
+        self, session: Session, tenant_id: UUID, data: KeyCreate, *, pepper: str
+    ) -> KeyView:
+        if data.scope == "admin" and data.roles:
+            raise Unprocessable("admin keys see every tool; they take no roles", field="roles")
+        role_ids = self.role_ids(session, data.roles, field="roles")
+        key_id = uuid.uuid4()
+        secret = keys.new_secret()
+        raw = keys.format_key(tenant_id, key_id, secret)
+        key = ApiKey(
+            tenant_id=tenant_id,
+            id=key_id,
+            name=data.name,
+            scope=data.scope,
+            prefix=keys.display_prefix(secret),
+            key_hash=keys.hash_key(raw, pepper),
+        )
+        session.add(key)
+        session.flush()
+        session.add_all(
+            ApiKeyRole(tenant_id=tenant_id, key_id=key_id, role_id=r) for r in role_ids.values()
+        )
+        session.flush()
+        view = self._key_view(session, key)
+        return KeyView(**{**view.__dict__, "secret": raw})
+
+    def list_keys(self, session: Session) -> list[KeyView]:
+        return [
+            self._key_view(session, k)
+            for k in session.scalars(select(ApiKey).order_by(ApiKey.created_at, ApiKey.id))
+        ]
+
+    def get_key(self, session: Session, key_id: UUID) -> KeyView:
+        return self._key_view(session, self._key(session, key_id))
+
+    def revoke_key(self, session: Session, key_id: UUID) -> KeyView:
+        key = self._key(session, key_id)
+        if key.revoked_at is None:
+            key.revoked_at = datetime.now(UTC)
+            session.flush()
+        return self._key_view(session, key)
+
+    def _key(self, session: Session, key_id: UUID) -> ApiKey:
+        key = session.get(ApiKey, (session.info["tenant_id"], key_id))
+        if key is None:
+            raise NotFound("key not found")
+        return key
+
+    def _key_view(self, session: Session, key: ApiKey) -> KeyView:
+        roles = session.scalars(
+            select(Role.name)
+            .join(ApiKeyRole, ApiKeyRole.role_id == Role.id)
+            .where(ApiKeyRole.key_id == key.id)
+            .order_by(Role.name)
+        ).all()
+        return KeyView(
+            key.id, key.name, key.scope, key.prefix, list(roles), key.created_at, key.revoked_at
+        )
+
+
+access = AccessService()

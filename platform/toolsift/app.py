@@ -1,0 +1,100 @@
+"""The HTTP application: admin API, agent API, health."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from . import __version__
+from .access import endpoints_admin as access_endpoints
+from .config import Settings, get_settings
+from .db import Database
+from .errors import AppError
+from .kit.limits import BodyLimit
+from .selection import endpoints_agent as selection_endpoints
+from .tenants import endpoints_admin as tenant_endpoints
+from .tools import endpoints_admin as tool_endpoints
+
+DESCRIPTION = """
+toolsift picks, for each agent turn, the few tool definitions the turn needs, within a token
+budget, among the tools the caller may use.
+
+* **Agent API** (`/v1`, agent key): `POST /v1/select`, `POST /v1/authorize`.
+* **Admin API** (`/admin/v1`, admin key): tenants, keys, permissions, roles, tools.
+
+Authenticate with `Authorization: Bearer tsk_...`. Errors are `{"error": {"code", "message",
+"field"}}`; `field` names the offending input.
+"""
+
+
+def _field(loc: Sequence[Any]) -> str:
+    path = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path") else loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"
+
+
+async def _app_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, AppError)
+    return JSONResponse(error.body(), status_code=error.status_code)
+
+
+async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    # The offending input is not echoed back: it may be large, and it is the caller's anyway.
+    problems = [
+        {"field": _field(e["loc"]), "message": e["msg"], "type": e["type"]} for e in error.errors()
+    ]
+    if any(p["type"] == "json_invalid" for p in problems):
+        malformed = {"code": "malformed_json", "message": "body is not valid JSON", "field": "body"}
+        return JSONResponse({"error": malformed}, status_code=400)
+    first = problems[0]
+    detail: dict[str, Any] = {
+        "code": "validation_error",
+        "message": f"{first['field']}: {first['message']}",
+        "field": first["field"],
+        "errors": problems,
+    }
+    return JSONResponse({"error": detail}, status_code=422)
+
+
+def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    settings.check_secrets()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = database is None
+        if database is None:
+            if not settings.database_url:
+                raise RuntimeError("DATABASE_URL is not set (`toolsift up` sets it for you)")
+            app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
+        yield
+        if owned:
+            app.state.database.dispose()
+
+    app = FastAPI(title="toolsift", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    if database is not None:
+        app.state.database = database
+    app.add_exception_handler(AppError, _app_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+
+    admin = [tenant_endpoints.router, access_endpoints.permissions, access_endpoints.roles]
+    admin += [access_endpoints.keys, tool_endpoints.router]
+    for router in admin:
+        app.include_router(router, prefix="/admin/v1")
+    app.include_router(selection_endpoints.router, prefix="/v1")
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,93 @@
+"""Who is calling, and the one transaction their request runs in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db import ALL_PERMISSIONS, Database
+from ..errors import Forbidden, Unauthenticated
+from ..models import ApiKey, ApiKeyRole, Role
+from . import keys
+
+bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tsk_...`")
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: UUID
+    key_id: UUID
+    scope: str
+    roles: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Context:
+    """The caller and the session of their request (already scoped to their tenant)."""
+
+    principal: Principal
+    session: Session
+
+
+def get_database(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+def _authenticate(session: Session, raw: str, pepper: str) -> Principal:
+    parsed = keys.parse_key(raw)
+    if parsed is None:
+        raise Unauthenticated("malformed API key")
+    key = session.get(ApiKey, (parsed.tenant_id, parsed.key_id))
+    # One message for unknown, wrong and revoked keys: nothing to probe.
+    if key is None or key.revoked_at is not None or not keys.verify(raw, key.key_hash, pepper):
+        raise Unauthenticated("invalid or revoked API key")
+    roles = session.scalars(
+        select(Role.name)
+        .join(ApiKeyRole, ApiKeyRole.role_id == Role.id)
+        .where(ApiKeyRole.key_id == key.id)
+    ).all()
+    return Principal(key.tenant_id, key.id, key.scope, frozenset(roles))
+
+
+def _context(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, scope: str
+) -> Iterator[Context]:
+    if credentials is None:
+        raise Unauthenticated("missing API key (Authorization: Bearer ...)")
+    parsed = keys.parse_key(credentials.credentials)
+    if parsed is None:
+        raise Unauthenticated("malformed API key")
+    database = get_database(request)
+    permissions = ALL_PERMISSIONS if scope == "admin" else ""
+    with database.unit_of_work(parsed.tenant_id, permissions=permissions) as session:
+        principal = _authenticate(
+            session, credentials.credentials, request.app.state.settings.key_pepper
+        )
+        if principal.scope != scope:
+            raise Forbidden(f"this endpoint needs an {scope} key")
+        request.state.principal = principal
+        yield Context(principal, session)
+
+
+def admin_context(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> Iterator[Context]:
+    yield from _context(request, credentials, "admin")
+
+
+def agent_context(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> Iterator[Context]:
+    yield from _context(request, credentials, "agent")
+
+
+AdminContext = Annotated[Context, Depends(admin_context)]
+AgentContext = Annotated[Context, Depends(agent_context)]

@@ -1,0 +1,59 @@
+"""Settings: the only reader of the environment."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The role the application runs as: neither owner of the tables nor BYPASSRLS.
+APP_ROLE = "toolsift_app"
+
+
+def normalise_database_url(url: str) -> str:
+    """Use psycopg 3 whatever scheme the user wrote."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TOOLSIFT_", env_file=".env", env_ignore_empty=True, extra="ignore"
+    )
+
+    env: Literal["development", "testing", "production"] = "development"
+    # Unset means: run the embedded PostgreSQL / Redis in `data_dir`.
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("TOOLSIFT_DATABASE_URL", "DATABASE_URL")
+    )
+    redis_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("TOOLSIFT_REDIS_URL", "REDIS_URL")
+    )
+    data_dir: Path = Path(".toolsift")
+    db_pool_size: int = 10
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # Keyed hash of API keys; a leaked table alone then cannot be brute-forced offline.
+    key_pepper: str = "changethis-development-pepper"
+    # Bootstrap secret that may create tenants over the API (the CLI needs none).
+    operator_key: str | None = None
+    max_body_bytes: int = 262_144
+
+    @field_validator("database_url")
+    @classmethod
+    def _psycopg(cls, value: str | None) -> str | None:
+        return normalise_database_url(value) if value else value
+
+    def check_secrets(self) -> None:
+        if self.env == "production" and self.key_pepper.startswith("changethis"):
+            raise ValueError("TOOLSIFT_KEY_PEPPER must be set in production")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,58 @@
+"""Errors carry their own status code; one handler renders them all the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AppError(Exception):
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, field: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        error.update(self.extra)
+        return {"error": error}
+
+
+class BadRequest(AppError):
+    status_code = 400
+    code = "bad_request"
+
+
+class Unauthenticated(AppError):
+    status_code = 401
+    code = "unauthenticated"
+
+
+class Forbidden(AppError):
+    status_code = 403
+    code = "forbidden"
+
+
+class NotFound(AppError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(AppError):
+    status_code = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(AppError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class Unprocessable(AppError):
+    status_code = 422
+    code = "validation_error"

@@ -1,0 +1,30 @@
+"""The error body every endpoint documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        401: "Missing, malformed or revoked API key",
+        403: "The key may not do this",
+        404: "Not found (or not yours)",
+        409: "Conflicts with existing state",
+        413: "Request body too large",
+        422: "Invalid input; `field` names the offending field",
+    }.items()
+}

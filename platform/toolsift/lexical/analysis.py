@@ -1,0 +1,75 @@
+"""What text a tool contributes to the index, and with what weight.
+
+PostgreSQL's text search does stemming and stop words; it does not split identifiers, so
+`getOrderStatus`, `order_status` and `orders.v2.status` are split here first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+TEXT_SEARCH_CONFIG = "english"
+
+
+@dataclass(frozen=True)
+class FieldWeights:
+    name: float = 3.0
+    title: float = 2.0
+    description: float = 1.0
+    parameter_names: float = 1.0
+    parameter_descriptions: float = 0.5
+    examples: float = 1.5
+
+
+DEFAULT_WEIGHTS = FieldWeights()
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[_.\-/:]+")
+
+
+def split_identifier(text: str) -> str:
+    """`getHTTPStatus_v2.list` -> `get HTTP Status v2 list`."""
+    return _CAMEL.sub(" ", _SEPARATORS.sub(" ", text))
+
+
+def _parameters(schema: dict[str, Any], depth: int = 0) -> tuple[list[str], list[str]]:
+    names: list[str] = []
+    descriptions: list[str] = []
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or depth > 3:
+        return names, descriptions
+    for key, spec in properties.items():
+        names.append(split_identifier(str(key)))
+        if isinstance(spec, dict):
+            if isinstance(spec.get("description"), str):
+                descriptions.append(spec["description"])
+            for nested in (spec, spec.get("items")):
+                if isinstance(nested, dict):
+                    sub_names, sub_descriptions = _parameters(nested, depth + 1)
+                    names += sub_names
+                    descriptions += sub_descriptions
+    return names, descriptions
+
+
+def tool_fields(
+    *,
+    name: str,
+    title: str | None,
+    description: str,
+    input_schema: dict[str, Any],
+    examples: list[str],
+    weights: FieldWeights = DEFAULT_WEIGHTS,
+) -> list[tuple[float, str]]:
+    """(weight, text) pairs; each is analysed by to_tsvector and summed into weighted tf."""
+    parameter_names, parameter_descriptions = _parameters(input_schema)
+    fields = [
+        (weights.name, split_identifier(name)),
+        (weights.title, split_identifier(title or "")),
+        (weights.description, description),
+        (weights.parameter_names, " ".join(parameter_names)),
+        (weights.parameter_descriptions, " ".join(parameter_descriptions)),
+        (weights.examples, " ".join(examples)),
+    ]
+    return [(weight, text) for weight, text in fields if text.strip() and weight > 0]

@@ -1,0 +1,23 @@
+"""All ORM models in one package, so Alembic and the mappers see everything through one import."""
+
+from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
+from .base import Base
+from .selection import SelectionLog, ToolCall
+from .tenant import Tenant
+from .tool import CorpusStat, TermStat, Tool, ToolTerm
+
+__all__ = [
+    "ApiKey",
+    "ApiKeyRole",
+    "Base",
+    "CorpusStat",
+    "Permission",
+    "Role",
+    "RolePermission",
+    "SelectionLog",
+    "Tenant",
+    "TermStat",
+    "Tool",
+    "ToolCall",
+    "ToolTerm",
+]

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Double,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, TenantScoped, Timestamped
+
+
+class Tool(TenantScoped, Timestamped, Base):
+    __tablename__ = "tools"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name"),
+        UniqueConstraint("tenant_id", "position"),
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        ForeignKeyConstraint(
+            ["tenant_id", "required_permission_id"],
+            ["permissions.tenant_id", "permissions.id"],
+            ondelete="RESTRICT",
+        ),
+        Index("ix_tools_tenant_id_required_permission_id", "tenant_id", "required_permission_id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    position: Mapped[int] = mapped_column(BigInteger)
+    name: Mapped[str] = mapped_column(Text)
+    title: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text, default="")
+    input_schema: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    examples: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
+    core: Mapped[bool] = mapped_column(default=False)
+    token_cost: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    source: Mapped[str] = mapped_column(Text, default="manual")
+    # Weighted number of indexed terms: the BM25 document length.
+    doc_length: Mapped[float] = mapped_column(Double, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ToolTerm(TenantScoped, Base):
+    """A BM25 posting. Length and permission are copied in so scoring reads one table.
+
+    The permission copy lets row-level security drop forbidden postings before any score is
+    summed; only live (not deleted) tools have postings.
+    """
+
+    __tablename__ = "tool_terms"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "tool_id"], ["tools.tenant_id", "tools.id"], ondelete="CASCADE"
+        ),
+        Index("ix_tool_terms_tenant_id_tool_id", "tenant_id", "tool_id"),
+    )
+
+    term: Mapped[str] = mapped_column(Text, primary_key=True)
+    tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    tf: Mapped[float] = mapped_column(Double)
+    doc_length: Mapped[float] = mapped_column(Double)
+    required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
+    # Registry position, for a deterministic tie-break without touching the tools table.
+    position: Mapped[int] = mapped_column(BigInteger)
+
+
+class TermStat(TenantScoped, Base):
+    """Per-tenant document frequency: one tenant's text never moves another's scores."""
+
+    __tablename__ = "term_stats"
+    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
+
+    term: Mapped[str] = mapped_column(Text, primary_key=True)
+    df: Mapped[int] = mapped_column(Integer)
+
+
+class CorpusStat(TenantScoped, Base):
+    __tablename__ = "corpus_stats"
+    __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
+
+    doc_count: Mapped[int] = mapped_column(Integer, default=0)
+    total_length: Mapped[float] = mapped_column(Double, default=0.0)

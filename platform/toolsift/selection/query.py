@@ -1,0 +1,44 @@
+"""The query is the last user message plus task state: "yes, do it" alone matches nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..kit.text import scrub
+from ..lexical.analysis import split_identifier
+from .schemas import Message, SelectRequest
+
+
+def _texts(message: Message) -> Iterable[str]:
+    if isinstance(message.content, str):
+        yield message.content
+    elif message.content:
+        for block in message.content:
+            if block.get("type") in (None, "text", "input_text") and isinstance(
+                block.get("text"), str
+            ):
+                yield block["text"]
+
+
+def build_query(request: SelectRequest) -> str:
+    users = [m for m in request.messages if m.role == "user" and any(t.strip() for t in _texts(m))]
+    last = users[-1] if users else request.messages[-1]
+    parts = [*_texts(last), request.task.plan]
+    parts += [split_identifier(name) for name in request.task.recent_tools]
+    return scrub(" ".join(p for p in parts if p))
+
+
+def used_tools(request: SelectRequest) -> list[str]:
+    """Tools called in the conversation or the task, most recent first, without repeats."""
+    names: list[str] = []
+    for message in request.messages:
+        if isinstance(message.content, list):
+            for block in message.content:
+                if block.get("type") == "tool_use" and isinstance(block.get("name"), str):
+                    names.append(block["name"])
+        for call in message.tool_calls or []:
+            function = call.get("function")
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.append(function["name"])
+    names += request.task.recent_tools
+    return list(dict.fromkeys(reversed(names)))

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..kit.schemas import Schema
+from ..tools.definitions import Format
+
+MAX_TEXT = 32_768
+Mode = Literal["bm25"]
+
+
+class Message(BaseModel):
+    """A chat turn in Anthropic or OpenAI shape; only text and tool names are read."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["user", "assistant", "system", "tool", "developer"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=100)
+
+    @field_validator("content")
+    @classmethod
+    def _bounded(
+        cls, value: str | list[dict[str, Any]] | None
+    ) -> str | list[dict[str, Any]] | None:
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise ValueError(f"must be at most {MAX_TEXT} characters")
+        if isinstance(value, list):
+            if len(value) > 100:
+                raise ValueError("at most 100 content blocks")
+            for block in value:
+                text = block.get("text")
+                if isinstance(text, str) and len(text) > MAX_TEXT:
+                    raise ValueError(f"a text block must be at most {MAX_TEXT} characters")
+        return value
+
+
+class TaskState(Schema):
+    plan: str = Field(default="", max_length=8_000, description="The task in progress, in words.")
+    recent_tools: list[str] = Field(
+        default_factory=list, max_length=50, description="Tools called recently, newest last."
+    )
+
+
+class SelectRequest(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "messages": [{"role": "user", "content": "where is my order?"}],
+                    "task": {"plan": "help the customer track order 1234", "recent_tools": []},
+                    "roles": ["support"],
+                    "k": 5,
+                    "budget_tokens": 4000,
+                    "mode": "bm25",
+                    "format": "anthropic",
+                }
+            ]
+        }
+    )
+
+    messages: list[Message] = Field(min_length=1, max_length=200)
+    task: TaskState = Field(default_factory=TaskState)
+    roles: list[str] | None = Field(
+        default=None, max_length=50, description="Roles to act as; default: all the key's roles."
+    )
+    k: int = Field(default=5, ge=1, le=50, description="Ranked tools to add beyond core and used.")
+    budget_tokens: int = Field(default=4000, ge=1, le=200_000)
+    mode: Mode = "bm25"
+    format: Format = "anthropic"
+    debug: bool = False
+
+
+class Candidate(BaseModel):
+    name: str
+    rank: int
+    score: float
+    matched_terms: list[str]
+    selected: bool
+    reason: str = Field(description="selected, over_budget or beyond_k")
+
+
+class SelectResponse(BaseModel):
+    selection_id: UUID
+    mode: Mode
+    format: Format
+    tools: list[dict[str, Any]] = Field(description="Core tools first, then registry order.")
+    tokens: int
+    budget_tokens: int
+    query: str | None = Field(default=None, description="The query that was scored (debug only).")
+    candidates: list[Candidate] | None = None
+
+
+class AuthorizeRequest(Schema):
+    tool: str = Field(min_length=1, max_length=200)
+    roles: list[str] | None = Field(default=None, max_length=50)
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="When given, also checked against the tool's input schema."
+    )
+
+
+class AuthorizeResponse(BaseModel):
+    allowed: bool
+    reason: str
+    errors: list[str] = Field(default_factory=list)

@@ -1,0 +1,212 @@
+"""One agent turn: permissions, query, scores, budget, registry order, log."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from jsonschema import Draft202012Validator
+from sqlalchemy import func, or_, select, text
+from sqlalchemy.orm import Session
+
+from ..auth.deps import Principal
+from ..db import set_permissions
+from ..errors import Forbidden
+from ..models import SelectionLog, Tool
+from ..tools.definitions import render
+from . import bm25
+from .query import build_query, used_tools
+from .schemas import (
+    AuthorizeRequest,
+    AuthorizeResponse,
+    Candidate,
+    SelectRequest,
+    SelectResponse,
+)
+
+# Ranked candidates considered for the budget: enough to skip big ones and try smaller ones.
+CANDIDATE_POOL = 100
+
+_PERMISSIONS_OF_ROLES = text(
+    """
+    SELECT coalesce(string_agg(DISTINCT rp.permission_id::text, ','), '')
+    FROM role_permissions rp JOIN roles r ON r.tenant_id = rp.tenant_id AND r.id = rp.role_id
+    WHERE r.tenant_id = :tenant_id AND r.name = ANY(CAST(:roles AS text[]))
+    """
+)
+
+
+@dataclass
+class _Pick:
+    tool: Tool
+    reason: str  # core, used or ranked
+
+
+def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:
+    """An agent key acts only in roles it was granted; default: all of them."""
+    if asserted is None:
+        return sorted(principal.roles)
+    for index, role in enumerate(asserted):
+        if role not in principal.roles:
+            raise Forbidden(f"role {role!r} is not granted to this key", field=f"roles[{index}]")
+    return sorted(set(asserted))
+
+
+def apply_roles(session: Session, principal: Principal, roles: Sequence[str]) -> None:
+    """From here on, RLS shows this transaction public tools and those the roles allow."""
+    permissions = session.execute(
+        _PERMISSIONS_OF_ROLES, {"tenant_id": principal.tenant_id, "roles": list(roles)}
+    ).scalar_one()
+    set_permissions(session, permissions)
+
+
+class SelectionService:
+    def select(
+        self, session: Session, principal: Principal, request: SelectRequest
+    ) -> SelectResponse:
+        started = time.perf_counter()
+        roles = resolve_roles(principal, request.roles)
+        apply_roles(session, principal, roles)
+
+        query = build_query(request)
+        ranked = bm25.score(session, principal.tenant_id, query, limit=CANDIDATE_POOL)
+        used = used_tools(request)
+        ids = [r.tool_id for r in ranked]
+        tools = {
+            t.id: t
+            for t in session.scalars(
+                select(Tool).where(
+                    Tool.deleted_at.is_(None),
+                    or_(Tool.core, Tool.id.in_(ids), Tool.name.in_(used)),
+                )
+            )
+        }
+        picks, candidates = self._fill(request, tools, ranked, used)
+        chosen = sorted(picks, key=lambda p: (p.reason != "core", p.tool.position))
+        tokens = sum(p.tool.token_cost for p in chosen)
+        catalog_tokens = session.scalar(
+            select(func.coalesce(func.sum(Tool.token_cost), 0)).where(Tool.deleted_at.is_(None))
+        )
+        selection_id = uuid.uuid4()
+        ranks = {r.tool_id: (i + 1, r.score) for i, r in enumerate(ranked)}
+        session.add(
+            SelectionLog(
+                tenant_id=principal.tenant_id,
+                id=selection_id,
+                key_id=principal.key_id,
+                roles=roles,
+                mode=request.mode,
+                format=request.format,
+                query=query,
+                k=request.k,
+                budget_tokens=request.budget_tokens,
+                tool_ids=[p.tool.id for p in chosen],
+                tool_names=[p.tool.name for p in chosen],
+                details=[
+                    {
+                        "name": p.tool.name,
+                        "reason": p.reason,
+                        "bm25_rank": ranks.get(p.tool.id, (None, 0.0))[0],
+                    }
+                    for p in chosen
+                ],
+                candidate_count=len(ranked),
+                tokens=tokens,
+                catalog_tokens=int(catalog_tokens or 0),
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        )
+        session.flush()
+        return SelectResponse(
+            selection_id=selection_id,
+            mode=request.mode,
+            format=request.format,
+            tools=[render(p.tool, request.format) for p in chosen],
+            tokens=tokens,
+            budget_tokens=request.budget_tokens,
+            query=query if request.debug else None,
+            candidates=candidates if request.debug else None,
+        )
+
+    def _fill(
+        self,
+        request: SelectRequest,
+        tools: dict[UUID, Tool],
+        ranked: list[bm25.Scored],
+        used: list[str],
+    ) -> tuple[list[_Pick], list[Candidate]]:
+        """Core tools always; then used tools, then ranked ones, while the budget holds.
+
+        A tool that does not fit is skipped and smaller ones are still tried.
+        """
+        picks = [
+            _Pick(t, "core") for t in sorted(tools.values(), key=lambda t: t.position) if t.core
+        ]
+        spent = sum(p.tool.token_cost for p in picks)
+        taken = {p.tool.id for p in picks}
+        by_name = {t.name: t for t in tools.values()}
+        for name in used:
+            tool = by_name.get(name)
+            if tool and tool.id not in taken and spent + tool.token_cost <= request.budget_tokens:
+                picks.append(_Pick(tool, "used"))
+                spent += tool.token_cost
+                taken.add(tool.id)
+        candidates: list[Candidate] = []
+        added = 0
+        for rank, scored in enumerate(ranked, start=1):
+            tool = tools.get(scored.tool_id)
+            if tool is None:
+                continue
+            reason = "selected"
+            if tool.id in taken:
+                reason = "core" if tool.core else "used"
+            elif added >= request.k:
+                reason = "beyond_k"
+            elif spent + tool.token_cost > request.budget_tokens:
+                reason = "over_budget"
+            else:
+                picks.append(_Pick(tool, "ranked"))
+                spent += tool.token_cost
+                taken.add(tool.id)
+                added += 1
+            candidates.append(
+                Candidate(
+                    name=tool.name,
+                    rank=rank,
+                    score=scored.score,
+                    matched_terms=scored.terms,
+                    selected=tool.id in taken,
+                    reason=reason,
+                )
+            )
+        return picks, candidates
+
+    def authorize(
+        self, session: Session, principal: Principal, request: AuthorizeRequest
+    ) -> AuthorizeResponse:
+        """Selection narrows the menu; this is the check at execution time."""
+        roles = resolve_roles(principal, request.roles)
+        apply_roles(session, principal, roles)
+        tool = session.scalar(
+            select(Tool).where(Tool.name == request.tool, Tool.deleted_at.is_(None))
+        )
+        if tool is None:
+            # Unknown and forbidden read the same: the answer never confirms a hidden tool.
+            return AuthorizeResponse(allowed=False, reason="no such tool for this caller")
+        if request.arguments is not None:
+            validator = Draft202012Validator(tool.input_schema)
+            errors = sorted(
+                f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}"
+                for e in validator.iter_errors(request.arguments)
+            )
+            if errors:
+                return AuthorizeResponse(
+                    allowed=False, reason="arguments do not match the input schema", errors=errors
+                )
+        return AuthorizeResponse(allowed=True, reason="allowed")
+
+
+selection = SelectionService()

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session
+
+from ..access.schemas import KeyCreate, KeyCreated
+from ..access.service import access
+from ..db import ALL_PERMISSIONS, set_permissions, set_tenant
+from ..errors import NotFound
+from ..models import Tenant
+from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
+
+
+class TenantService:
+    def create(self, session: Session, data: TenantCreate, *, pepper: str) -> TenantCreated:
+        """A new tenant with its first admin key; RLS checks the insert against the new id."""
+        tenant_id = uuid.uuid4()
+        set_tenant(session, tenant_id)
+        set_permissions(session, ALL_PERMISSIONS)
+        tenant = Tenant(id=tenant_id, name=data.name, settings={}, next_position=0)
+        session.add(tenant)
+        session.flush()
+        key = access.create_key(
+            session, tenant_id, KeyCreate(name="bootstrap admin", scope="admin"), pepper=pepper
+        )
+        return TenantCreated(
+            tenant=TenantRead.model_validate(tenant),
+            admin_key=KeyCreated.model_validate(key, from_attributes=True),
+        )
+
+    def get(self, session: Session) -> Tenant:
+        tenant = session.get(Tenant, session.info["tenant_id"])
+        if tenant is None:
+            raise NotFound("tenant not found")
+        return tenant
+
+    def update(self, session: Session, data: TenantUpdate) -> Tenant:
+        tenant = self.get(session)
+        if data.name is not None:
+            tenant.name = data.name
+        if data.settings is not None:
+            tenant.settings = {**tenant.settings, **data.settings}
+        session.flush()
+        return tenant
+
+
+tenant = TenantService()

@@ -1,0 +1,60 @@
+"""Tool definitions as each model API wants them, and what they cost in the prompt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from ..models import Tool
+
+Format = Literal["anthropic", "openai", "mcp"]
+
+
+def render(tool: Tool, fmt: Format) -> dict[str, Any]:
+    if fmt == "anthropic":
+        return {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+        }
+    if fmt == "openai":
+        return {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.input_schema,
+            },
+        }
+    definition: dict[str, Any] = {"name": tool.name}
+    if tool.title:
+        definition["title"] = tool.title
+    definition["description"] = tool.description
+    definition["inputSchema"] = tool.input_schema
+    return definition
+
+
+def token_cost(tool: Tool) -> int:
+    """About 4 bytes of compact JSON per token: close enough to budget with, no tokenizer."""
+    body = json.dumps(render(tool, "anthropic"), separators=(",", ":"), ensure_ascii=False)
+    return math.ceil(len(body.encode()) / 4)
+
+
+def content_hash(tool: Tool, permission: str | None) -> str:
+    canonical = json.dumps(
+        {
+            "name": tool.name,
+            "title": tool.title,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+            "examples": tool.examples,
+            "required_permission": permission,
+            "core": tool.core,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from ..access.schemas import NAME_PATTERN
+from ..kit.schemas import ReadSchema, Schema
+from ..kit.text import find_nul
+
+# Valid as a tool name for Anthropic, OpenAI and MCP alike.
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_SCHEMA_BYTES = 65_536
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+EXAMPLE_TOOL: dict[str, Any] = {
+    "name": "order_status",
+    "title": "Order status",
+    "description": "Get the shipping status of an order.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"order_id": {"type": "string", "description": "The order number."}},
+        "required": ["order_id"],
+    },
+    "examples": ["where is my order", "has my package shipped"],
+    "required_permission": "orders.read",
+    "core": False,
+}
+
+
+def check_input_schema(value: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema must be a valid JSON Schema describing an object."""
+    if len(json.dumps(value)) > MAX_SCHEMA_BYTES:
+        raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes of JSON")
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as error:
+        where = "/".join(str(p) for p in error.path) or "(root)"
+        raise ValueError(f"not a valid JSON Schema at {where}: {error.message}") from None
+    if value.get("type") != "object":
+        raise ValueError('must describe an object ("type": "object")')
+    return value
+
+
+class _ToolFields(Schema):
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        if (path := find_nul(data)) is not None:
+            raise ValueError(f"{path}: NUL characters are not allowed")
+        return data
+
+
+class ToolCreate(_ToolFields):
+    model_config = ConfigDict(
+        from_attributes=True, extra="forbid", json_schema_extra={"examples": [EXAMPLE_TOOL]}
+    )
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN, description="Unique in the tenant.")
+    title: str | None = Field(default=None, max_length=200)
+    description: str = Field(default="", max_length=10_000)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_SCHEMA))
+    examples: list[str] = Field(
+        default_factory=list, max_length=50, description="Queries a user might type for this tool."
+    )
+    required_permission: str | None = Field(
+        default=None, pattern=NAME_PATTERN, description="Permission name; none means public."
+    )
+    core: bool = Field(default=False, description="Always selected when allowed.")
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_input_schema(value)
+
+    @field_validator("examples")
+    @classmethod
+    def _examples(cls, value: list[str]) -> list[str]:
+        if any(len(e) > 1000 for e in value):
+            raise ValueError("each example must be at most 1000 characters")
+        return value
+
+
+class ToolUpdate(_ToolFields):
+    """Fields to change; a changed definition gets a new version at the same position."""
+
+    title: str | None = Field(default=None, max_length=200)
+    description: str | None = Field(default=None, max_length=10_000)
+    input_schema: dict[str, Any] | None = None
+    examples: list[str] | None = Field(default=None, max_length=50)
+    required_permission: str | None = Field(default=None, pattern=NAME_PATTERN)
+    core: bool | None = None
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_input_schema(value)
+
+
+class ToolBulkUpsert(Schema):
+    tools: list[ToolCreate] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ToolBulkUpsert:
+        seen: dict[str, int] = {}
+        for i, tool in enumerate(self.tools):
+            if tool.name in seen:
+                raise ValueError(
+                    f"tools[{i}].name: duplicate name {tool.name!r} (also tools[{seen[tool.name]}])"
+                )
+            seen[tool.name] = i
+        return self
+
+
+class ToolRead(ReadSchema):
+    id: UUID
+    position: int
+    name: str
+    title: str | None
+    description: str
+    input_schema: dict[str, Any]
+    examples: list[str]
+    required_permission: str | None
+    core: bool
+    token_cost: int
+    content_hash: str
+    version: int
+    source: str
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+
+
+class UpsertItem(ReadSchema):
+    id: UUID
+    name: str
+    position: int
+    version: int
+    status: str = Field(description="created, updated or unchanged")
+
+
+class UpsertResult(ReadSchema):
+    created: int
+    updated: int
+    unchanged: int
+    tools: list[UpsertItem]

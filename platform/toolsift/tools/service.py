@@ -1,0 +1,218 @@
+"""The tool registry: append-only positions, versioned definitions, an index kept in step."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from uuid import UUID
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from ..access.service import access
+from ..errors import Conflict, NotFound, Unprocessable
+from ..lexical.index import reindex
+from ..models import Permission, Tool
+from .definitions import content_hash, token_cost
+from .schemas import ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
+
+_ALLOCATE = text(
+    "UPDATE tenants SET next_position = next_position + :n WHERE id = :tenant_id"
+    " RETURNING next_position - :n"
+)
+
+
+class ToolService:
+    def create(self, session: Session, tenant_id: UUID, data: ToolCreate) -> Tool:
+        existing = session.scalar(select(Tool).where(Tool.name == data.name))
+        if existing is not None and existing.deleted_at is None:
+            raise Conflict(f"tool {data.name!r} already exists", field="name")
+        self.upsert(session, tenant_id, [data], field="")
+        tool = session.scalar(select(Tool).where(Tool.name == data.name))
+        assert tool is not None
+        return tool
+
+    def upsert(
+        self,
+        session: Session,
+        tenant_id: UUID,
+        items: Sequence[ToolCreate],
+        *,
+        field: str = "tools",
+    ) -> UpsertResult:
+        """Create or update by name. Unchanged tools keep version and position; a deleted
+        tool with the same name comes back at its old position with a new version."""
+        permission_ids = self._permission_ids(session, items, field=field)
+        existing = {
+            t.name: t
+            for t in session.scalars(select(Tool).where(Tool.name.in_([i.name for i in items])))
+        }
+        previous_lengths = {t.id: t.doc_length for t in existing.values() if t.deleted_at is None}
+        now = datetime.now(UTC)
+        created: list[Tool] = []
+        changed: list[Tool] = []
+        statuses: dict[str, str] = {}
+        for item in items:
+            permission_id = permission_ids.get(item.required_permission or "")
+            tool = existing.get(item.name)
+            if tool is None:
+                tool = Tool(tenant_id=tenant_id, id=uuid.uuid4(), name=item.name, version=1)
+                tool.source = "manual"
+                created.append(tool)
+                statuses[item.name] = "created"
+            _assign(tool, item, permission_id)
+            digest = content_hash(tool, item.required_permission)
+            if tool in created:
+                pass
+            elif digest == tool.content_hash and tool.deleted_at is None:
+                statuses[item.name] = "unchanged"
+                continue
+            else:
+                tool.version += 1
+                tool.deleted_at = None
+                tool.updated_at = now
+                changed.append(tool)
+                statuses[item.name] = "updated"
+            tool.content_hash = digest
+            tool.token_cost = token_cost(tool)
+        if created:
+            first = session.execute(
+                _ALLOCATE, {"n": len(created), "tenant_id": tenant_id}
+            ).scalar_one()
+            for offset, tool in enumerate(created):
+                tool.position = first + offset
+                tool.updated_at = now
+            session.add_all(created)
+        session.flush()
+        reindex(session, tenant_id, indexed=[*created, *changed], previous_lengths=previous_lengths)
+        session.flush()
+        by_name = {t.name: t for t in (*existing.values(), *created)}
+        result = [
+            UpsertItem(
+                id=by_name[i.name].id,
+                name=i.name,
+                position=by_name[i.name].position,
+                version=by_name[i.name].version,
+                status=statuses[i.name],
+            )
+            for i in items
+        ]
+        counts = {
+            s: sum(1 for r in result if r.status == s) for s in ("created", "updated", "unchanged")
+        }
+        return UpsertResult(tools=result, **counts)
+
+    def update(self, session: Session, tool_id: UUID, data: ToolUpdate) -> Tool:
+        tool = self.get(session, tool_id)
+        if tool.deleted_at is not None:
+            raise NotFound("tool not found")
+        fields = data.model_fields_set
+        merged = ToolCreate(
+            name=tool.name,
+            title=data.title if "title" in fields else tool.title,
+            description=data.description if data.description is not None else tool.description,
+            input_schema=data.input_schema if data.input_schema is not None else tool.input_schema,
+            examples=data.examples if data.examples is not None else tool.examples,
+            required_permission=(
+                data.required_permission
+                if "required_permission" in fields
+                else self.permission_name(session, tool.required_permission_id)
+            ),
+            core=data.core if data.core is not None else tool.core,
+        )
+        self.upsert(session, tool.tenant_id, [merged], field="")
+        return tool
+
+    def delete(self, session: Session, tool_id: UUID) -> None:
+        tool = self.get(session, tool_id)
+        if tool.deleted_at is not None:
+            return
+        previous = {tool.id: tool.doc_length}
+        tool.deleted_at = datetime.now(UTC)
+        tool.updated_at = tool.deleted_at
+        session.flush()
+        reindex(session, tool.tenant_id, indexed=[], removed=[tool], previous_lengths=previous)
+
+    def get(self, session: Session, tool_id: UUID) -> Tool:
+        tool = session.get(Tool, (session.info["tenant_id"], tool_id))
+        if tool is None:
+            raise NotFound("tool not found")
+        return tool
+
+    def list_page(
+        self, session: Session, *, after: int | None, limit: int, include_deleted: bool = False
+    ) -> tuple[Sequence[Tool], int | None]:
+        query = select(Tool).order_by(Tool.position).limit(limit + 1)
+        if after is not None:
+            query = query.where(Tool.position > after)
+        if not include_deleted:
+            query = query.where(Tool.deleted_at.is_(None))
+        tools = session.scalars(query).all()
+        if len(tools) > limit:
+            return tools[:limit], tools[limit - 1].position
+        return tools, None
+
+    def read(self, session: Session, tools: Sequence[Tool]) -> list[ToolRead]:
+        ids = {t.required_permission_id for t in tools if t.required_permission_id}
+        names = (
+            dict(
+                session.execute(
+                    select(Permission.id, Permission.name).where(Permission.id.in_(ids))
+                ).tuples().all()
+            )
+            if ids
+            else {}
+        )
+        return [
+            ToolRead.model_validate(
+                {
+                    **{
+                        c: getattr(t, c)
+                        for c in ToolRead.model_fields
+                        if c != "required_permission"
+                    },
+                    "required_permission": names.get(t.required_permission_id)
+                    if t.required_permission_id
+                    else None,
+                }
+            )
+            for t in tools
+        ]
+
+    def permission_name(self, session: Session, permission_id: UUID | None) -> str | None:
+        if permission_id is None:
+            return None
+        return session.scalar(select(Permission.name).where(Permission.id == permission_id))
+
+    def _permission_ids(
+        self, session: Session, items: Sequence[ToolCreate], *, field: str
+    ) -> dict[str, UUID]:
+        wanted = {i.required_permission for i in items if i.required_permission}
+        try:
+            return access.permission_ids(session, wanted, field=field)
+        except Unprocessable:
+            found = access.permission_ids(
+                session, wanted & set(session.scalars(select(Permission.name))), field=field
+            )
+            for index, item in enumerate(items):
+                if item.required_permission and item.required_permission not in found:
+                    path = (
+                        f"{field}[{index}].required_permission" if field else "required_permission"
+                    )
+                    raise Unprocessable(
+                        f"unknown permission {item.required_permission!r}", field=path
+                    ) from None
+            raise
+
+
+def _assign(tool: Tool, item: ToolCreate, permission_id: UUID | None) -> None:
+    tool.title = item.title
+    tool.description = item.description
+    tool.input_schema = item.input_schema
+    tool.examples = item.examples
+    tool.required_permission_id = permission_id
+    tool.core = item.core
+
+
+tool = ToolService()
