@@ -79,11 +79,12 @@ class AccessService:
         wanted = set(names)
         if not wanted:
             return {}
-        found = dict(
-            session.execute(
+        found = {
+            k: v
+            for k, v in session.execute(
                 select(Permission.name, Permission.id).where(Permission.name.in_(wanted))
-            ).tuples().all()
-        )
+            )
+        }
         if missing := sorted(wanted - found.keys()):
             raise Unprocessable(f"unknown permission(s): {', '.join(missing)}", field=field)
         return found
@@ -139,9 +140,10 @@ class AccessService:
 
     def role_ids(self, session: Session, names: Iterable[str], *, field: str) -> dict[str, UUID]:
         wanted = set(names)
-        found = dict(
-            session.execute(select(Role.name, Role.id).where(Role.name.in_(wanted))).tuples().all()
-        )
+        found = {
+            k: v
+            for k, v in session.execute(select(Role.name, Role.id).where(Role.name.in_(wanted)))
+        }
         if missing := sorted(wanted - found.keys()):
             raise Unprocessable(f"unknown role(s): {', '.join(missing)}", field=field)
         return found

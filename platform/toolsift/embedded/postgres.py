@@ -95,7 +95,8 @@ class EmbeddedPostgres:
     """A dev/test PostgreSQL on 127.0.0.1 whose cluster, log and port live in `data_dir`.
 
     Layout: `pgdata/` (the cluster), `postgres.log`, `postgres.port`, `postgres.lock`.
-    `fast=True` trades crash safety for speed (fsync off): for throwaway test clusters.
+    `fast=True` trades durability for speed (fsync, synchronous_commit, full_page_writes
+    off): for throwaway test clusters; a kill -9 may lose the last commits.
     """
 
     def __init__(self, data_dir: Path, *, port: int | None = None, fast: bool = False) -> None:

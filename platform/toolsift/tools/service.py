@@ -156,11 +156,12 @@ class ToolService:
     def read(self, session: Session, tools: Sequence[Tool]) -> list[ToolRead]:
         ids = {t.required_permission_id for t in tools if t.required_permission_id}
         names = (
-            dict(
-                session.execute(
+            {
+                k: v
+                for k, v in session.execute(
                     select(Permission.id, Permission.name).where(Permission.id.in_(ids))
-                ).tuples().all()
-            )
+                )
+            }
             if ids
             else {}
         )

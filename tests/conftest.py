@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from toolsift.app import create_app
+from toolsift.config import Settings
+from toolsift.db import Database
+
+from .fixtures.db import _session_database, database, database_url, owner_conn, pg_server
+from .fixtures.factories import PEPPER, Caller, agent_key, new_tenant, support_catalog
+
+__all__ = ["_session_database", "database", "database_url", "owner_conn", "pg_server"]
+
+OPERATOR_KEY = "operator-test-key"
+
+
+@pytest.fixture(scope="session")
+def worker_id(request: pytest.FixtureRequest) -> str:
+    """xdist's worker id, or "main" without xdist."""
+    return str(getattr(request.config, "workerinput", {}).get("workerid", "main"))
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(
+        env="testing", database_url=database_url, key_pepper=PEPPER, operator_key=OPERATOR_KEY
+    )
+
+
+@pytest.fixture
+def client(settings: Settings, database: Database) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, database)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def admin(client: TestClient, database: Database) -> Caller:
+    return new_tenant(client, database, "acme")
+
+
+@pytest.fixture
+def catalog(admin: Caller) -> dict[str, str]:
+    return support_catalog(admin)
+
+
+@pytest.fixture
+def support_agent(admin: Caller, catalog: dict[str, str]) -> Caller:
+    """An agent key that may act as support (crm.read + orders.read) or billing."""
+    return agent_key(admin, ["support", "billing"])
