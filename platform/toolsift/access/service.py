@@ -79,12 +79,11 @@ class AccessService:
         wanted = set(names)
         if not wanted:
             return {}
-        found = {
-            k: v
-            for k, v in session.execute(
+        found = dict(
+            session.execute(
                 select(Permission.name, Permission.id).where(Permission.name.in_(wanted))
-            )
-        }
+            ).all()
+        )
         if missing := sorted(wanted - found.keys()):
             raise Unprocessable(f"unknown permission(s): {', '.join(missing)}", field=field)
         return found
@@ -140,10 +139,7 @@ class AccessService:
 
     def role_ids(self, session: Session, names: Iterable[str], *, field: str) -> dict[str, UUID]:
         wanted = set(names)
-        found = {
-            k: v
-            for k, v in session.execute(select(Role.name, Role.id).where(Role.name.in_(wanted)))
-        }
+        found = dict(session.execute(select(Role.name, Role.id).where(Role.name.in_(wanted))).all())
         if missing := sorted(wanted - found.keys()):
             raise Unprocessable(f"unknown role(s): {', '.join(missing)}", field=field)
         return found

@@ -146,6 +146,10 @@ class EmbeddedPostgres:
             self._port = port
             return self.url
 
+    def is_running(self) -> bool:
+        """Whether a server of this data dir is up (started by this process or another)."""
+        return self.data_dir.exists() and self._running() is not None
+
     def stop(self) -> None:
         if not self.data_dir.exists():
             return

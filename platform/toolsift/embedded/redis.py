@@ -112,6 +112,10 @@ class EmbeddedRedis:
             self._await_ping(port, None, offset)
             return self.url
 
+    def is_running(self) -> bool:
+        """Whether a server of this data dir is up (started by this process or another)."""
+        return self.data_dir.exists() and self._running_pid() is not None
+
     def stop(self) -> None:
         if not self.data_dir.exists():
             return

@@ -156,12 +156,11 @@ class ToolService:
     def read(self, session: Session, tools: Sequence[Tool]) -> list[ToolRead]:
         ids = {t.required_permission_id for t in tools if t.required_permission_id}
         names = (
-            {
-                k: v
-                for k, v in session.execute(
+            dict(
+                session.execute(
                     select(Permission.id, Permission.name).where(Permission.id.in_(ids))
-                )
-            }
+                ).all()
+            )
             if ids
             else {}
         )

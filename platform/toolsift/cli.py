@@ -1,0 +1,370 @@
+"""`toolsift`: run the product, manage tenants and catalogs, select from the shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, NoReturn
+from uuid import UUID
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import stack
+from .access.schemas import KeyCreate
+from .access.service import access
+from .config import Settings, get_settings
+from .db import ALL_PERMISSIONS, Database
+from .embedded import EmbeddedPostgres, EmbeddedRedis
+from .errors import AppError
+from .migrate import ensure_database, upgrade
+from .tenants.schemas import TenantCreate
+from .tenants.service import tenant as tenant_service
+from .tools.importer import CatalogError, read_catalog
+from .tools.service import tool as tool_service
+
+app = typer.Typer(help="toolsift: the few tools each agent turn needs.", no_args_is_help=True)
+tenant_app = typer.Typer(help="Tenants.", no_args_is_help=True)
+key_app = typer.Typer(help="API keys.", no_args_is_help=True)
+tools_app = typer.Typer(help="Tool catalogs.", no_args_is_help=True)
+app.add_typer(tenant_app, name="tenant")
+app.add_typer(key_app, name="key")
+app.add_typer(tools_app, name="tools")
+try:
+    from .bench.cli import app as bench_app
+
+    app.add_typer(bench_app, name="bench")
+except ImportError:  # pragma: no cover - the bench extra is not installed
+    pass
+
+console = Console()
+err = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="TOOLSIFT_DATA_DIR", help="Where embedded data lives."),
+]
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    settings = get_settings()
+    return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def migrate(data_dir: DataDir = None) -> None:
+    """Apply the database migrations (Alembic) up to head."""
+    settings = _settings(data_dir)
+    with stack.database_url(settings) as url:
+        upgrade(url)
+    console.print("[green]migrated to head[/green]")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes.")] = 1,
+) -> None:
+    """Serve the HTTP API against DATABASE_URL (no embedded services)."""
+    import uvicorn
+
+    if not get_settings().database_url:
+        _fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
+    uvicorn.run(
+        "toolsift.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+    )
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+) -> None:
+    """Start a Celery worker (needs DATABASE_URL and REDIS_URL)."""
+    command = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", "INFO"]
+    command += ["--concurrency", str(concurrency)]
+    raise typer.Exit(subprocess.call(command))
+
+
+@app.command()
+def up(
+    data_dir: DataDir = None,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port of the API.")] = 8000,
+    with_worker: Annotated[
+        bool, typer.Option("--worker/--no-worker", help="Start a Celery worker.")
+    ] = True,
+    demo: Annotated[
+        bool, typer.Option("--demo/--no-demo", help="Load the demo tenant once.")
+    ] = True,
+) -> None:
+    """Run everything on this machine: PostgreSQL, Redis, migrations, a worker and the API."""
+    import uvicorn
+
+    from .app import create_app
+    from .demo.loader import load_demo
+
+    settings = _settings(data_dir)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # uvicorn re-raises SIGTERM once it has shut down; make that unwind through `finally`.
+    signal.signal(signal.SIGTERM, _raise_exit)
+    started: list[EmbeddedPostgres | EmbeddedRedis] = []
+    worker_process: subprocess.Popen[bytes] | None = None
+    try:
+        if settings.database_url:
+            database_url = settings.database_url
+        else:
+            pg = stack.postgres(settings)
+            database_url = ensure_database(pg.start(), stack.DATABASE_NAME)
+            started.append(pg)
+        if settings.redis_url:
+            redis_url = settings.redis_url
+        else:
+            redis = stack.redis(settings)
+            redis_url = redis.start()
+            started.append(redis)
+        upgrade(database_url)
+        settings = settings.model_copy(
+            update={"database_url": database_url, "redis_url": redis_url}
+        )
+        database = Database(database_url, pool_size=settings.db_pool_size)
+        state = stack.state_file(settings)
+        if demo and not state.exists():
+            stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
+        if with_worker:
+            env = {
+                **os.environ,
+                "TOOLSIFT_DATABASE_URL": database_url,
+                "TOOLSIFT_REDIS_URL": redis_url,
+            }
+            worker_process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "workers",
+                    "worker",
+                    "--loglevel",
+                    "WARNING",
+                    "--concurrency",
+                    "1",
+                ],
+                env=env,
+            )
+        _banner(settings, host, port, database_url, redis_url, state if demo else None)
+        uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")
+    finally:
+        if worker_process is not None:
+            worker_process.terminate()
+            worker_process.wait(timeout=30)
+        for service in reversed(started):
+            service.stop()
+
+
+def _raise_exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _banner(
+    settings: Settings, host: str, port: int, database_url: str, redis_url: str, state: Path | None
+) -> None:
+    url = f"http://{host}:{port}"
+    table = Table(show_header=False, box=None)
+    table.add_row("API", url)
+    table.add_row("API docs", f"{url}/docs")
+    table.add_row("PostgreSQL", database_url)
+    table.add_row("Redis", redis_url)
+    table.add_row("data", str(settings.data_dir.resolve()))
+    console.print(table)
+    if state is not None and state.exists():
+        demo = json.loads(state.read_text())
+        body = json.dumps(
+            {
+                "messages": [{"role": "user", "content": "where is my order? it has not shipped"}],
+                "roles": ["support"],
+                "k": 3,
+                "budget_tokens": 2000,
+            }
+        )
+        console.print(f"\ndemo tenant {demo['tenant_id']} (keys in {state})")
+        console.print("select tools for a turn:\n")
+        console.print(
+            f"curl -s {url}/v1/select -H 'Authorization: Bearer {demo['agent_key']}' "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(body)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+    console.print("\nCtrl-C stops everything.")
+
+
+@tenant_app.command("create")
+def tenant_create(name: str, data_dir: DataDir = None) -> None:
+    """Create a tenant and print its first admin key (shown once)."""
+    settings = _settings(data_dir)
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        with database.unit_of_work(None) as session:
+            created = tenant_service.create(
+                session, TenantCreate(name=name), pepper=settings.key_pepper
+            )
+        database.dispose()
+    console.print(f"tenant [bold]{created.tenant.id}[/bold] ({name})")
+    console.print(f"admin key (shown once): {created.admin_key.secret}", highlight=False)
+
+
+@key_app.command("create")
+def key_create(
+    tenant: Annotated[UUID, typer.Option(help="Tenant id.")],
+    name: Annotated[str, typer.Option(help="A label for the key.")],
+    scope: Annotated[str, typer.Option(help="admin or agent.")] = "agent",
+    role: Annotated[
+        list[str] | None, typer.Option(help="Role the agent key may assert (repeat).")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Create an API key and print it (shown once)."""
+    settings = _settings(data_dir)
+    try:
+        data = KeyCreate(name=name, scope=scope, roles=role or [])
+    except ValueError as error:
+        _fail(str(error))
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        try:
+            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                key = access.create_key(session, tenant, data, pepper=settings.key_pepper)
+        except AppError as error:
+            _fail(error.message)
+        finally:
+            database.dispose()
+    console.print(f"{scope} key (shown once): {key.secret}", highlight=False)
+
+
+@tools_app.command("import")
+def tools_import(
+    file: Annotated[Path, typer.Argument(help="tools.jsonl: {id, name, description, parameters}")],
+    tenant: Annotated[UUID, typer.Option(help="Tenant id.")],
+    batch: Annotated[int, typer.Option(min=1, max=1000, help="Tools per transaction.")] = 500,
+    data_dir: DataDir = None,
+) -> None:
+    """Import (upsert by name) a catalog; each batch commits on its own."""
+    settings = _settings(data_dir)
+    try:
+        items = [item.tool for item in read_catalog(file)]
+    except CatalogError as error:
+        _fail(str(error))
+    totals = {"created": 0, "updated": 0, "unchanged": 0}
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        columns = (
+            TextColumn("importing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+        )
+        try:
+            with Progress(*columns, console=console) as progress:
+                task = progress.add_task("import", total=len(items))
+                for start in range(0, len(items), batch):
+                    chunk = items[start : start + batch]
+                    with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                        result = tool_service.upsert(session, tenant, chunk)
+                    for status in totals:
+                        totals[status] += getattr(result, status)
+                    progress.advance(task, len(chunk))
+        except AppError as error:
+            _fail(error.message)
+        finally:
+            database.dispose()
+    console.print(", ".join(f"{n} {s}" for s, n in totals.items()))
+
+
+@app.command("select")
+def select_command(
+    query: Annotated[str, typer.Argument(help="The user's message.")],
+    key: Annotated[str, typer.Option(envvar="TOOLSIFT_API_KEY", help="An agent key.")],
+    url: Annotated[
+        str, typer.Option(envvar="TOOLSIFT_URL", help="API base URL.")
+    ] = "http://127.0.0.1:8000",
+    role: Annotated[list[str] | None, typer.Option(help="Role to act as (repeat).")] = None,
+    k: Annotated[int, typer.Option(help="Ranked tools to add.")] = 5,
+    budget: Annotated[int, typer.Option(help="Token budget.")] = 4000,
+    plan: Annotated[str, typer.Option(help="Task state: the plan in words.")] = "",
+    output_format: Annotated[
+        str, typer.Option("--format", help="anthropic, openai or mcp.")
+    ] = "anthropic",
+    debug: Annotated[bool, typer.Option(help="Show scores of the candidates.")] = False,
+    raw: Annotated[bool, typer.Option(help="Print the JSON response.")] = False,
+) -> None:
+    """Select tools for one turn through the API, as an agent would."""
+    body = {
+        "messages": [{"role": "user", "content": query}],
+        "task": {"plan": plan},
+        "k": k,
+        "budget_tokens": budget,
+        "format": output_format,
+        "debug": debug,
+    }
+    if role:
+        body["roles"] = role
+    started = time.perf_counter()
+    try:
+        response = httpx.post(
+            f"{url.rstrip('/')}/v1/select",
+            json=body,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+    except httpx.HTTPError as error:
+        _fail(f"cannot reach {url}: {error}")
+    elapsed = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        _fail(f"{response.status_code}: {response.text}")
+    data = response.json()
+    if raw:
+        console.print_json(data=data)
+        return
+    table = Table(title=f"{len(data['tools'])} tools, {data['tokens']} tokens, {elapsed:.1f} ms")
+    table.add_column("tool")
+    table.add_column("description")
+    for definition in data["tools"]:
+        inner = definition.get("function", definition)
+        table.add_row(inner["name"], inner.get("description", ""))
+    console.print(table)
+    if debug:
+        scores = Table(title="candidates")
+        for column in ("rank", "tool", "score", "matched", "outcome"):
+            scores.add_column(column)
+        for c in data.get("candidates", []):
+            scores.add_row(
+                str(c["rank"]),
+                c["name"],
+                f"{c['score']:.3f}",
+                " ".join(c["matched_terms"]),
+                c["reason"],
+            )
+        console.print(scores)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

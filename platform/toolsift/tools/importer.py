@@ -1,0 +1,105 @@
+"""Read tool catalogs in the public benchmark format (one JSON object per line).
+
+`{id, name, description, parameters, ...}`; optional toolsift fields: `title`,
+`required_permission`, `core`, `examples`. Errors name the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .schemas import EMPTY_SCHEMA, TOOL_NAME_PATTERN, ToolCreate
+
+_INVALID = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class CatalogError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Imported:
+    line: int
+    source_id: str
+    tool: ToolCreate
+
+
+def tool_name(source_id: str) -> str:
+    """A name valid for every model API, derived stably from the source id."""
+    if re.fullmatch(TOOL_NAME_PATTERN, source_id):
+        return source_id
+    name = _INVALID.sub("_", source_id).strip("_") or "tool"
+    if len(name) > 64 or name != source_id:
+        digest = hashlib.sha1(source_id.encode()).hexdigest()[:8]
+        name = f"{name[:55]}_{digest}" if len(name) > 64 else name
+    return name
+
+
+def _schema(parameters: Any) -> dict[str, Any]:
+    if not parameters:
+        return dict(EMPTY_SCHEMA)
+    if isinstance(parameters, dict) and "type" not in parameters and "properties" in parameters:
+        return {"type": "object", **parameters}
+    if not isinstance(parameters, dict):
+        raise ValueError("parameters must be a JSON object (a JSON Schema)")
+    return parameters
+
+
+def read_catalog(path: Path) -> Iterator[Imported]:
+    seen: dict[str, int] = {}
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as error:
+        raise CatalogError(f"{path}: cannot read: {error.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise CatalogError(f"{where}: not valid JSON ({error.msg})") from None
+            if not isinstance(record, dict) or not isinstance(
+                record.get("id", record.get("name")), str
+            ):
+                raise CatalogError(f"{where}: expected an object with a string `id` or `name`")
+            source_id = str(record.get("id", record.get("name")))
+            name = tool_name(source_id)
+            if name in seen:
+                name = f"{name[:55]}_{hashlib.sha1(source_id.encode()).hexdigest()[:8]}"
+            if name in seen:
+                raise CatalogError(f"{where}: duplicate tool id {source_id!r} (line {seen[name]})")
+            seen[name] = number
+            title = record.get("title") or record.get("name")
+            try:
+                tool = ToolCreate(
+                    name=name,
+                    title=title if title and title != name else None,
+                    description=str(record.get("description") or "")[:10_000],
+                    input_schema=_schema(record.get("parameters", record.get("input_schema"))),
+                    examples=list(record.get("examples") or []),
+                    required_permission=record.get("required_permission"),
+                    core=bool(record.get("core", False)),
+                )
+            except (ValidationError, ValueError) as error:
+                raise CatalogError(
+                    f"{where}: invalid tool {source_id!r}: {_first(error)}"
+                ) from None
+            yield Imported(number, source_id, tool)
+
+
+def _first(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "tool"
+        return f"{field}: {first['msg']}"
+    return str(error)

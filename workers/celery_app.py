@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from toolsift.config import get_settings
+
+settings = get_settings()
+
+celery_app = Celery("toolsift", broker=settings.redis_url or "redis://127.0.0.1:6379/0")
+celery_app.conf.update(
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_serializer="json",
+    accept_content=["json"],
+    result_backend=settings.redis_url,
+    result_expires=3600,
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+)
+celery_app.conf.include = ["workers.system"]
+
+
+@worker_process_init.connect
+def _fresh_connections(**_: object) -> None:
+    """Never share the parent's pooled database connections across fork."""
+    from workers import resources
+
+    resources.reset()
