@@ -229,7 +229,8 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
             )
         database.dispose()
     console.print(f"tenant [bold]{created.tenant.id}[/bold] ({name})")
-    console.print(f"admin key (shown once): {created.admin_key.secret}", highlight=False)
+    # Plain echo: rich would wrap a long secret across lines.
+    typer.echo(f"admin key (shown once): {created.admin_key.secret}")
 
 
 @key_app.command("create")
@@ -257,7 +258,7 @@ def key_create(
             _fail(error.message)
         finally:
             database.dispose()
-    console.print(f"{scope} key (shown once): {key.secret}", highlight=False)
+    typer.echo(f"{scope} key (shown once): {key.secret}")
 
 
 @tools_app.command("import")

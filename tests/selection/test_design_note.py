@@ -17,15 +17,21 @@ class TestDesignNoteCatalog:
     def test_permitted_caller_gets_the_refund_tool(self, support_agent: Caller) -> None:
         assert "issue_refund" in support_agent.names(REFUND, roles=["billing"])
 
-    def test_shipping_question_gets_exactly_core_and_order_status(self, support_agent: Caller) -> None:
+    def test_shipping_question_gets_exactly_core_and_order_status(
+        self, support_agent: Caller
+    ) -> None:
         first = support_agent.names(SHIPPING, roles=["support"])
         second = support_agent.names(SHIPPING, roles=["support"])
         assert first == ["search_help", "order_status"]
         assert second == first
 
-    def test_budget_that_fits_only_the_core_tool(self, support_agent: Caller, admin: Caller) -> None:
+    def test_budget_that_fits_only_the_core_tool(
+        self, support_agent: Caller, admin: Caller
+    ) -> None:
         tools = admin.ok(admin.get("/admin/v1/tools"))["items"]
         core_cost = next(t["token_cost"] for t in tools if t["name"] == "search_help")
-        body = support_agent.ok(support_agent.select(SHIPPING, roles=["support"], budget_tokens=core_cost))
+        body = support_agent.ok(
+            support_agent.select(SHIPPING, roles=["support"], budget_tokens=core_cost)
+        )
         assert [t["name"] for t in body["tools"]] == ["search_help"]
         assert body["tokens"] == core_cost

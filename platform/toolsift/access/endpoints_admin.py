@@ -32,11 +32,13 @@ def create_permission(data: PermissionCreate, ctx: AdminContext) -> object:
 
 @permissions.get("", response_model=list[PermissionRead])
 def list_permissions(ctx: AdminContext) -> object:
+    """The tenant's permissions, by name."""
     return access_service.list_permissions(ctx.session)
 
 
 @permissions.get("/{permission_id}", response_model=PermissionRead)
 def get_permission(permission_id: UUID, ctx: AdminContext) -> object:
+    """One permission."""
     return access_service.get_permission(ctx.session, permission_id)
 
 
@@ -54,11 +56,13 @@ def create_role(data: RoleCreate, ctx: AdminContext) -> RoleView:
 
 @roles.get("", response_model=list[RoleRead])
 def list_roles(ctx: AdminContext) -> list[RoleView]:
+    """The tenant's roles, by name, with the permissions each grants."""
     return access_service.list_roles(ctx.session)
 
 
 @roles.get("/{role_id}", response_model=RoleRead)
 def get_role(role_id: UUID, ctx: AdminContext) -> RoleView:
+    """One role and the permissions it grants."""
     return access_service.get_role(ctx.session, role_id)
 
 
@@ -70,6 +74,7 @@ def update_role(role_id: UUID, data: RoleUpdate, ctx: AdminContext) -> RoleView:
 
 @roles.delete("/{role_id}", status_code=204)
 def delete_role(role_id: UUID, ctx: AdminContext) -> None:
+    """Delete a role; keys holding it lose it at their next request."""
     access_service.delete_role(ctx.session, role_id)
 
 
@@ -94,11 +99,13 @@ def create_key(data: KeyCreate, ctx: AdminContext, request: Request) -> KeyView:
 
 @keys.get("", response_model=list[KeyRead])
 def list_keys(ctx: AdminContext) -> list[KeyView]:
+    """The tenant's API keys, oldest first, revoked ones included; never their secrets."""
     return access_service.list_keys(ctx.session)
 
 
 @keys.get("/{key_id}", response_model=KeyRead)
 def get_key(key_id: UUID, ctx: AdminContext) -> KeyView:
+    """One API key, without its secret."""
     return access_service.get_key(ctx.session, key_id)
 
 

@@ -112,7 +112,7 @@ class AccessService:
 
     def grant(self, session: Session, role_id: UUID, permission: str) -> RoleView:
         role = self._role(session, role_id)
-        self._grant(session, role, [permission])
+        self._grant(session, role, [permission], field="permission")
         return self._role_view(session, role)
 
     def revoke(self, session: Session, role_id: UUID, permission: str) -> RoleView:
@@ -150,8 +150,15 @@ class AccessService:
             raise NotFound("role not found")
         return role
 
-    def _grant(self, session: Session, role: Role, permissions: Iterable[str]) -> None:
-        ids = self.permission_ids(session, permissions, field="permissions")
+    def _grant(
+        self,
+        session: Session,
+        role: Role,
+        permissions: Iterable[str],
+        *,
+        field: str = "permissions",
+    ) -> None:
+        ids = self.permission_ids(session, permissions, field=field)
         existing = set(
             session.scalars(
                 select(RolePermission.permission_id).where(RolePermission.role_id == role.id)

@@ -46,6 +46,7 @@ def list_tools(
 
 @router.get("/{tool_id}", response_model=ToolRead)
 def get_tool(tool_id: UUID, ctx: AdminContext) -> ToolRead:
+    """One tool, deleted or not."""
     return tool_service.read(ctx.session, [tool_service.get(ctx.session, tool_id)])[0]
 
 

@@ -1,0 +1,31 @@
+# Two entry points: `make run` (the product on the embedded stack) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint install bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/toolsift up
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy platform/toolsift workers
+
+test: lint
+	$(BIN)/pytest -n 2 --dist loadfile
+
+bench: install
+	$(BIN)/toolsift bench select
+
+clean:
+	rm -rf $(VENV) .toolsift

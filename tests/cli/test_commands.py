@@ -1,0 +1,121 @@
+"""The management commands, run as a user would run them, against the test database."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from toolsift.cli import app
+from toolsift.config import get_settings
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.models import Tool
+
+from ..fixtures.factories import PEPPER
+
+FIXTURES = Path(__file__).parent.parent / "data"
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(database_url: str, database: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TOOLSIFT_DATABASE_URL", database_url)
+    monkeypatch.setenv("TOOLSIFT_KEY_PEPPER", PEPPER)
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def _tenant(output: str) -> UUID:
+    match = re.search(r"tenant ([0-9a-f-]{36})", output)
+    assert match, output
+    return UUID(match.group(1))
+
+
+def _count(database: Database, tenant_id: UUID) -> int:
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        return int(session.scalar(select(func.count()).select_from(Tool)) or 0)
+
+
+@pytest.mark.usefixtures("env")
+class TestTenantAndKeys:
+    def test_tenant_create_prints_a_working_admin_key(self, client: TestClient) -> None:
+        result = runner.invoke(app, ["tenant", "create", "acme"])
+        assert result.exit_code == 0, result.output
+        match = re.search(r"admin key \(shown once\): (tsk_\S+)", result.output)
+        assert match, result.output
+        response = client.get("/admin/v1/tenant", headers={"Authorization": f"Bearer {match[1]}"})
+        assert response.status_code == 200
+        assert response.json()["id"] == str(_tenant(result.output))
+
+    def test_key_create_prints_a_working_agent_key(self, client: TestClient) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        result = runner.invoke(app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot"])
+        match = re.search(r"agent key \(shown once\): (tsk_\S+)", result.output)
+        assert match, result.output
+        body = {"messages": [{"role": "user", "content": "hello"}]}
+        response = client.post(
+            "/v1/select", json=body, headers={"Authorization": f"Bearer {match[1]}"}
+        )
+        assert response.status_code == 200, response.text
+
+    def test_key_create_with_unknown_role_fails_cleanly(self) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        result = runner.invoke(
+            app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot", "--role", "ghost"]
+        )
+        assert result.exit_code == 2
+        assert "unknown role(s): ghost" in result.output
+
+
+@pytest.mark.usefixtures("env")
+class TestToolsImport:
+    def test_imports_a_benchmark_catalog_and_is_idempotent(self, database: Database) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        catalog = str(FIXTURES / "mini_catalog.jsonl")
+        first = runner.invoke(
+            app, ["tools", "import", catalog, "--tenant", str(tenant_id), "--batch", "4"]
+        )
+        assert first.exit_code == 0, first.output
+        assert "10 created, 0 updated, 0 unchanged" in first.output
+        again = runner.invoke(app, ["tools", "import", catalog, "--tenant", str(tenant_id)])
+        assert "0 created, 0 updated, 10 unchanged" in again.output
+        assert _count(database, tenant_id) == 10
+
+    def test_a_bad_line_is_named_and_nothing_is_written(
+        self, database: Database, tmp_path: Path
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        lines = (FIXTURES / "mini_catalog.jsonl").read_text().splitlines()
+        broken = tmp_path / "tools.jsonl"
+        bad = json.dumps(
+            {"id": "x", "description": "d", "parameters": {"type": "object", "properties": 5}}
+        )
+        broken.write_text("\n".join([*lines[:2], bad, "{not json", *lines[2:]]) + "\n")
+        result = runner.invoke(app, ["tools", "import", str(broken), "--tenant", str(tenant_id)])
+        assert result.exit_code == 2
+        assert f"{broken}:3: invalid tool 'x': input_schema" in result.output.replace("\n", "")
+        assert _count(database, tenant_id) == 0
+
+    def test_a_missing_file_is_named(self) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        result = runner.invoke(
+            app, ["tools", "import", "/nope/tools.jsonl", "--tenant", str(tenant_id)]
+        )
+        assert result.exit_code == 2
+        assert "/nope/tools.jsonl: cannot read" in result.output
+
+
+@pytest.mark.usefixtures("env")
+class TestMigrate:
+    def test_migrate_is_idempotent_at_head(self) -> None:
+        result = runner.invoke(app, ["migrate"])
+        assert result.exit_code == 0, result.output
+        assert "migrated to head" in result.output
