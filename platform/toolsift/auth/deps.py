@@ -89,5 +89,7 @@ def agent_context(
     yield from _context(request, credentials, "agent")
 
 
-AdminContext = Annotated[Context, Depends(admin_context)]
-AgentContext = Annotated[Context, Depends(agent_context)]
+# scope="function": the transaction commits before the response is sent, so a failed
+# commit is a 5xx, never a 2xx for a write that did not happen.
+AdminContext = Annotated[Context, Depends(admin_context, scope="function")]
+AgentContext = Annotated[Context, Depends(agent_context, scope="function")]

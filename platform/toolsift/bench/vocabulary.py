@@ -51,7 +51,7 @@ S, I, B, N = "string", "integer", "boolean", "number"
 
 # fmt: off
 DOMAINS: tuple[Domain, ...] = (
-    Domain("crm", "CRM", (("salesforce", "Salesforce"), ("hubspot", "HubSpot"), ("pipedrive", "Pipedrive"), ("zoho", "Zoho CRM"), ("close", "Close")), (
+    Domain("crm", "CRM", (("salesforce", "Salesforce"), ("hubspot", "HubSpot"), ("pipedrive", "Pipedrive"), ("zoho", "Zoho CRM"), ("close", "Close"), ("copper", "Copper"), ("freshsales", "Freshsales")), (
         _o("contact", "contacts", "customer contact|person|client|customer record", (("email", S, "Primary email address of the contact."), ("phone", S, "Phone number in E.164 format."), ("owner_id", S, "Sales rep who owns the contact."), ("company", S, "Company the contact works for.")), "merge assign tag"),
         _o("lead", "leads", "prospect|sales lead|potential customer", (("source", S, "Where the lead came from, such as webinar or referral."), ("score", I, "Lead score between 0 and 100."), ("status", S, "new, working, qualified or disqualified.")), "assign convert"),
         _o("deal", "deals", "opportunity|sale|pipeline deal", (("amount", N, "Expected deal value in the account currency."), ("stage", S, "Pipeline stage of the deal."), ("close_date", S, "Expected close date, ISO 8601.")), "assign close"),
@@ -59,7 +59,7 @@ DOMAINS: tuple[Domain, ...] = (
         _o("note", "notes", "note|comment on a record|meeting note", (("body", S, "Text of the note."), ("record_id", S, "Record the note is attached to.")), ""),
         _o("crm_task", "crm_tasks", "follow-up|to-do|reminder for a rep", (("due_date", S, "When the follow-up is due."), ("assignee_id", S, "User the follow-up is assigned to.")), "assign close"),
     )),
-    Domain("billing", "Billing", (("stripe", "Stripe"), ("chargebee", "Chargebee"), ("recurly", "Recurly"), ("paddle", "Paddle"), ("braintree", "Braintree")), (
+    Domain("billing", "Billing", (("stripe", "Stripe"), ("chargebee", "Chargebee"), ("recurly", "Recurly"), ("paddle", "Paddle"), ("braintree", "Braintree"), ("chargify", "Chargify"), ("lemon_squeezy", "Lemon Squeezy")), (
         _o("invoice", "invoices", "bill|invoice|statement", (("customer_id", S, "Customer the invoice is for."), ("due_date", S, "Payment due date."), ("currency", S, "Three-letter ISO currency code."), ("amount_due", I, "Amount due in the smallest currency unit.")), "send void pay"),
         _o("subscription", "subscriptions", "plan subscription|membership|recurring plan", (("plan_id", S, "Price plan of the subscription."), ("quantity", I, "Number of seats."), ("trial_end", S, "End of the trial period.")), "cancel pause resume"),
         _o("payment", "payments", "charge|card payment|transaction", (("amount", I, "Amount in the smallest currency unit."), ("payment_method", S, "Card or bank account to charge."), ("description", S, "Statement descriptor shown to the customer.")), "refund capture"),
@@ -67,21 +67,21 @@ DOMAINS: tuple[Domain, ...] = (
         _o("coupon", "coupons", "discount|promo code|voucher", (("percent_off", N, "Percentage discount."), ("duration", S, "once, repeating or forever.")), ""),
         _o("price_plan", "price_plans", "pricing plan|tier|price", (("interval", S, "Billing interval: month or year."), ("unit_amount", I, "Price per unit in cents.")), "archive"),
     )),
-    Domain("shipping", "Shipping", (("shippo", "Shippo"), ("easypost", "EasyPost"), ("fedex", "FedEx"), ("ups", "UPS"), ("dhl", "DHL")), (
+    Domain("shipping", "Shipping", (("shippo", "Shippo"), ("easypost", "EasyPost"), ("fedex", "FedEx"), ("ups", "UPS"), ("dhl", "DHL"), ("usps", "USPS"), ("shipstation", "ShipStation")), (
         _o("shipment", "shipments", "package|delivery|parcel|order shipment", (("tracking_number", S, "Carrier tracking number."), ("carrier", S, "Carrier code such as usps or dhl."), ("destination", S, "Destination postal address.")), "track cancel"),
         _o("label", "labels", "shipping label|postage label|waybill", (("format", S, "PDF, PNG or ZPL."), ("service_level", S, "Carrier service level, for example ground.")), "void download"),
         _o("rate_quote", "rate_quotes", "shipping cost|delivery price|postage rate", (("weight_grams", I, "Parcel weight in grams."), ("origin", S, "Origin postal code."), ("destination", S, "Destination postal code.")), "compare"),
         _o("return_shipment", "return_shipments", "return|return label|send back", (("reason", S, "Why the customer is returning the item."), ("order_id", S, "Original order number.")), "approve"),
         _o("pickup", "pickups", "courier pickup|collection|driver pickup", (("pickup_date", S, "Day the courier should come."), ("address", S, "Where to pick up the parcels.")), "schedule cancel"),
     )),
-    Domain("calendar", "Calendar", (("google_calendar", "Google Calendar"), ("outlook_calendar", "Outlook Calendar"), ("calendly", "Calendly"), ("cal_com", "Cal.com")), (
+    Domain("calendar", "Calendar", (("google_calendar", "Google Calendar"), ("outlook_calendar", "Outlook Calendar"), ("calendly", "Calendly"), ("cal_com", "Cal.com"), ("zoho_calendar", "Zoho Calendar"), ("acuity", "Acuity Scheduling"), ("savvycal", "SavvyCal")), (
         _o("event", "events", "meeting|appointment|call|calendar entry", (("start", S, "Start time, ISO 8601."), ("end", S, "End time, ISO 8601."), ("attendees", "array", "Email addresses to invite."), ("location", S, "Room or video link.")), "reschedule cancel invite"),
         _o("calendar", "calendars", "calendar|schedule|agenda", (("time_zone", S, "IANA time zone of the calendar."), ("owner", S, "Owner email.")), "share"),
         _o("availability", "availabilities", "free slot|open time|free time", (("duration_minutes", I, "Length of the slot wanted."), ("range_start", S, "Earliest time to consider.")), "find"),
         _o("booking_link", "booking_links", "scheduling link|booking page|meeting link", (("slug", S, "Public URL slug of the link."), ("duration_minutes", I, "Meeting length offered.")), "share"),
         _o("reminder", "reminders", "alert|notification before a meeting", (("minutes_before", I, "How long before the event to remind."), ("channel", S, "email or popup.")), ""),
     )),
-    Domain("git", "Git", (("github", "GitHub"), ("gitlab", "GitLab"), ("bitbucket", "Bitbucket"), ("gitea", "Gitea")), (
+    Domain("git", "Git", (("github", "GitHub"), ("gitlab", "GitLab"), ("bitbucket", "Bitbucket"), ("gitea", "Gitea"), ("azure_repos", "Azure Repos"), ("sourcehut", "SourceHut"), ("gerrit", "Gerrit")), (
         _o("repository", "repositories", "repo|codebase|project source", (("owner", S, "User or organisation that owns the repository."), ("visibility", S, "public or private."), ("default_branch", S, "Name of the default branch.")), "fork archive"),
         _o("branch", "branches", "branch|feature branch", (("ref", S, "Commit SHA or branch to start from."), ("protected", B, "Whether pushes need review.")), "merge protect"),
         _o("pull_request", "pull_requests", "PR|merge request|code review", (("base", S, "Branch to merge into."), ("head", S, "Branch with the changes."), ("draft", B, "Open as a draft.")), "merge approve comment close"),
@@ -89,7 +89,7 @@ DOMAINS: tuple[Domain, ...] = (
         _o("git_issue", "git_issues", "bug report|issue|ticket in the repo", (("labels", "array", "Labels to apply."), ("assignee", S, "Login of the assignee.")), "close assign comment"),
         _o("release", "releases", "release|version|tagged build", (("tag_name", S, "Git tag of the release."), ("prerelease", B, "Mark as a pre-release.")), "publish"),
     )),
-    Domain("k8s", "Kubernetes", (("k8s", "Kubernetes"), ("eks", "Amazon EKS"), ("gke", "Google GKE"), ("aks", "Azure AKS"), ("openshift", "OpenShift")), (
+    Domain("k8s", "Kubernetes", (("k8s", "Kubernetes"), ("eks", "Amazon EKS"), ("gke", "Google GKE"), ("aks", "Azure AKS"), ("openshift", "OpenShift"), ("rancher", "Rancher"), ("doks", "DigitalOcean Kubernetes")), (
         _o("pod", "pods", "pod|container|running workload", (("namespace", S, "Kubernetes namespace."), ("label_selector", S, "Label selector such as app=web."), ("container", S, "Container name inside the pod.")), "restart logs"),
         _o("deployment", "deployments", "deployment|service rollout|app release", (("namespace", S, "Kubernetes namespace."), ("replicas", I, "Desired number of replicas."), ("image", S, "Container image with tag.")), "scale rollback restart"),
         _o("k8s_service", "k8s_services", "service endpoint|load balancer service|cluster service", (("namespace", S, "Kubernetes namespace."), ("port", I, "Service port.")), ""),
@@ -98,21 +98,21 @@ DOMAINS: tuple[Domain, ...] = (
         _o("node", "nodes", "node|worker machine|cluster host", (("node_pool", S, "Node pool name."),), "drain cordon"),
         _o("cron_job", "cron_jobs", "scheduled job|cron|batch job", (("schedule", S, "Cron expression."), ("suspend", B, "Pause future runs.")), "pause resume"),
     )),
-    Domain("email", "Email", (("gmail", "Gmail"), ("outlook_mail", "Outlook Mail"), ("sendgrid", "SendGrid"), ("mailgun", "Mailgun"), ("postmark", "Postmark")), (
+    Domain("email", "Email", (("gmail", "Gmail"), ("outlook_mail", "Outlook Mail"), ("sendgrid", "SendGrid"), ("mailgun", "Mailgun"), ("postmark", "Postmark"), ("amazon_ses", "Amazon SES"), ("zoho_mail", "Zoho Mail")), (
         _o("email_message", "email_messages", "email|mail|message in the inbox", (("to", "array", "Recipient addresses."), ("subject", S, "Subject line."), ("body", S, "Plain text or HTML body.")), "send reply forward archive"),
         _o("draft", "drafts", "draft email|unsent mail", (("to", "array", "Recipient addresses."), ("subject", S, "Subject line.")), "send"),
         _o("email_thread", "email_threads", "conversation|email chain|thread", (("label", S, "Only threads with this label."), ("unread", B, "Only unread threads.")), "archive"),
         _o("email_template", "email_templates", "email template|canned email|reusable message", (("html", S, "HTML content."), ("variables", "array", "Placeholders the template expects.")), ""),
         _o("mailing_list", "mailing_lists", "distribution list|newsletter list|email group", (("address", S, "List address."), ("member_count", I, "Number of subscribers.")), "subscribe"),
     )),
-    Domain("chat", "Team chat", (("slack", "Slack"), ("teams", "Microsoft Teams"), ("discord", "Discord"), ("mattermost", "Mattermost")), (
+    Domain("chat", "Team chat", (("slack", "Slack"), ("teams", "Microsoft Teams"), ("discord", "Discord"), ("mattermost", "Mattermost"), ("zulip", "Zulip"), ("google_chat", "Google Chat"), ("rocket_chat", "Rocket.Chat")), (
         _o("channel", "channels", "channel|chat room|group chat", (("topic", S, "Channel topic."), ("private", B, "Only invited members can join.")), "archive invite join"),
         _o("chat_message", "chat_messages", "message|post in the channel|chat", (("channel_id", S, "Channel to post in."), ("text", S, "Message text, markdown allowed."), ("thread_ts", S, "Reply inside this thread.")), "send pin react"),
         _o("chat_user", "chat_users", "teammate|colleague|workspace member", (("email", S, "Email of the member."), ("status", S, "Presence status.")), "invite"),
         _o("user_group", "user_groups", "user group|team handle|mention group", (("handle", S, "Handle used to mention the group."),), ""),
         _o("chat_reminder", "chat_reminders", "reminder|nudge|ping", (("time", S, "When to remind, natural language or ISO 8601."), ("text", S, "What to be reminded of.")), ""),
     )),
-    Domain("helpdesk", "Help desk", (("zendesk", "Zendesk"), ("freshdesk", "Freshdesk"), ("intercom", "Intercom"), ("help_scout", "Help Scout"), ("front", "Front")), (
+    Domain("helpdesk", "Help desk", (("zendesk", "Zendesk"), ("freshdesk", "Freshdesk"), ("intercom", "Intercom"), ("help_scout", "Help Scout"), ("front", "Front"), ("gorgias", "Gorgias"), ("kustomer", "Kustomer")), (
         _o("ticket", "tickets", "support ticket|case|customer request|complaint", (("priority", S, "low, normal, high or urgent."), ("requester_email", S, "Customer who opened the ticket."), ("subject", S, "One-line summary.")), "assign close reopen escalate merge comment"),
         _o("macro", "macros", "canned reply|saved response|macro", (("actions", "array", "Field changes the macro applies."),), "apply"),
         _o("support_agent", "support_agents", "agent|support rep|staff member", (("group", S, "Support group of the agent."), ("role", S, "agent or admin.")), ""),
@@ -120,27 +120,27 @@ DOMAINS: tuple[Domain, ...] = (
         _o("help_article", "help_articles", "help article|FAQ|knowledge base page", (("locale", S, "Article language."), ("section_id", S, "Section of the help center.")), "publish"),
         _o("csat_rating", "csat_ratings", "satisfaction score|customer rating|feedback score", (("score", S, "good or bad."), ("comment", S, "Free text from the customer.")), ""),
     )),
-    Domain("docs", "Documents", (("notion", "Notion"), ("confluence", "Confluence"), ("google_docs", "Google Docs"), ("coda", "Coda")), (
+    Domain("docs", "Documents", (("notion", "Notion"), ("confluence", "Confluence"), ("google_docs", "Google Docs"), ("coda", "Coda"), ("quip", "Quip"), ("slite", "Slite"), ("dropbox_paper", "Dropbox Paper")), (
         _o("page", "pages", "page|wiki page|doc page", (("parent_id", S, "Parent page or database."), ("title", S, "Page title."), ("content", S, "Markdown content.")), "move publish share comment"),
         _o("document", "documents", "document|doc|write-up", (("folder_id", S, "Folder to create it in."), ("title", S, "Document title.")), "share copy export"),
         _o("doc_comment", "doc_comments", "comment|remark|inline note", (("anchor", S, "Text range the comment refers to."), ("text", S, "Comment text.")), "resolve"),
         _o("space", "spaces", "space|workspace|team area", (("key", S, "Short space key."), ("visibility", S, "Who can see the space.")), "archive"),
         _o("doc_template", "doc_templates", "template|boilerplate document", (("category", S, "Template category."),), ""),
     )),
-    Domain("files", "File storage", (("dropbox", "Dropbox"), ("google_drive", "Google Drive"), ("box", "Box"), ("onedrive", "OneDrive"), ("s3", "Amazon S3")), (
+    Domain("files", "File storage", (("dropbox", "Dropbox"), ("google_drive", "Google Drive"), ("box", "Box"), ("onedrive", "OneDrive"), ("s3", "Amazon S3"), ("icloud_drive", "iCloud Drive"), ("wasabi", "Wasabi")), (
         _o("file", "files", "file|attachment|upload", (("path", S, "Path of the file."), ("mime_type", S, "MIME type."), ("size_bytes", I, "File size in bytes.")), "upload download move copy share"),
         _o("folder", "folders", "folder|directory", (("path", S, "Folder path."), ("recursive", B, "Include sub-folders.")), "move share"),
         _o("share_link", "share_links", "shared link|public link|download link", (("expires_at", S, "When the link stops working."), ("password", S, "Optional password.")), "revoke"),
         _o("file_version", "file_versions", "older version|revision of a file|file history", (("file_id", S, "File whose versions to use."),), "restore"),
     )),
-    Domain("hr", "HR", (("workday", "Workday"), ("bamboohr", "BambooHR"), ("gusto", "Gusto"), ("rippling", "Rippling"), ("personio", "Personio")), (
+    Domain("hr", "HR", (("workday", "Workday"), ("bamboohr", "BambooHR"), ("gusto", "Gusto"), ("rippling", "Rippling"), ("personio", "Personio"), ("hibob", "HiBob"), ("deel", "Deel")), (
         _o("employee", "employees", "employee|staff member|worker|colleague record", (("department", S, "Department name."), ("manager_id", S, "Direct manager."), ("start_date", S, "First working day.")), "onboard offboard"),
         _o("time_off_request", "time_off_requests", "vacation|leave request|holiday|PTO", (("start_date", S, "First day off."), ("end_date", S, "Last day off."), ("type", S, "vacation, sick or parental.")), "approve reject"),
         _o("payroll_run", "payroll_runs", "payroll|pay run|salary run", (("pay_period", S, "Pay period, for example 2024-05."), ("off_cycle", B, "Run outside the normal schedule.")), "approve"),
         _o("job_opening", "job_openings", "job posting|open position|vacancy|role to hire", (("title", S, "Job title."), ("location", S, "Office or remote.")), "publish close"),
         _o("performance_review", "performance_reviews", "review|appraisal|evaluation", (("cycle", S, "Review cycle name."), ("reviewer_id", S, "Who writes the review.")), "submit"),
     )),
-    Domain("accounting", "Accounting", (("quickbooks", "QuickBooks"), ("xero", "Xero"), ("netsuite", "NetSuite"), ("freshbooks", "FreshBooks"), ("sage", "Sage")), (
+    Domain("accounting", "Accounting", (("quickbooks", "QuickBooks"), ("xero", "Xero"), ("netsuite", "NetSuite"), ("freshbooks", "FreshBooks"), ("sage", "Sage"), ("zoho_books", "Zoho Books"), ("wave", "Wave")), (
         _o("journal_entry", "journal_entries", "journal entry|ledger posting|booking", (("lines", "array", "Debit and credit lines."), ("memo", S, "Memo for the entry."), ("date", S, "Posting date.")), "reverse"),
         _o("vendor_bill", "vendor_bills", "supplier bill|payable|bill to pay", (("vendor_id", S, "Supplier who sent the bill."), ("due_date", S, "When the bill is due.")), "pay approve"),
         _o("vendor", "vendors", "supplier|vendor|payee", (("tax_number", S, "Supplier tax number."), ("payment_terms", S, "Terms such as net 30.")), ""),
@@ -148,7 +148,7 @@ DOMAINS: tuple[Domain, ...] = (
         _o("gl_account", "gl_accounts", "ledger account|chart of accounts entry|GL code", (("code", S, "Account code."), ("type", S, "asset, liability, income or expense.")), ""),
         _o("tax_rate", "tax_rates", "tax rate|VAT rate|sales tax", (("rate", N, "Rate in percent."), ("region", S, "Region the rate applies to.")), ""),
     )),
-    Domain("ecommerce", "Store", (("shopify", "Shopify"), ("woocommerce", "WooCommerce"), ("bigcommerce", "BigCommerce"), ("magento", "Magento"), ("squarespace", "Squarespace")), (
+    Domain("ecommerce", "Store", (("shopify", "Shopify"), ("woocommerce", "WooCommerce"), ("bigcommerce", "BigCommerce"), ("magento", "Magento"), ("squarespace", "Squarespace"), ("wix_stores", "Wix Stores"), ("etsy", "Etsy")), (
         _o("order", "orders", "order|purchase|customer order", (("order_number", S, "Order number shown to the customer."), ("status", S, "pending, paid, fulfilled or cancelled."), ("customer_email", S, "Buyer email.")), "cancel refund fulfill track"),
         _o("product", "products", "product|item|listing|SKU", (("price", N, "Price in the store currency."), ("inventory", I, "Units in stock."), ("vendor", S, "Brand of the product.")), "publish archive"),
         _o("cart", "carts", "shopping cart|basket|checkout", (("customer_id", S, "Shopper."), ("abandoned", B, "Only abandoned carts.")), "recover"),
@@ -156,41 +156,41 @@ DOMAINS: tuple[Domain, ...] = (
         _o("collection", "collections", "category|product collection|catalogue section", (("handle", S, "URL handle."), ("sort_order", S, "How products are sorted.")), "publish"),
         _o("product_review", "product_reviews", "customer review|product rating|star rating", (("rating", I, "Stars from 1 to 5."), ("product_id", S, "Reviewed product.")), "approve reply"),
     )),
-    Domain("inventory", "Inventory", (("cin7", "Cin7"), ("fishbowl", "Fishbowl"), ("katana", "Katana"), ("sortly", "Sortly")), (
+    Domain("inventory", "Inventory", (("cin7", "Cin7"), ("fishbowl", "Fishbowl"), ("katana", "Katana"), ("sortly", "Sortly"), ("zoho_inventory", "Zoho Inventory"), ("unleashed", "Unleashed"), ("dear", "DEAR")), (
         _o("stock_level", "stock_levels", "stock|inventory count|units on hand", (("sku", S, "Stock keeping unit."), ("warehouse_id", S, "Warehouse to count in.")), "adjust"),
         _o("warehouse", "warehouses", "warehouse|depot|storage location", (("address", S, "Street address."), ("capacity", I, "Pallet capacity.")), ""),
         _o("purchase_order", "purchase_orders", "PO|purchase order|supplier order", (("supplier_id", S, "Supplier to order from."), ("lines", "array", "SKUs and quantities.")), "approve send receive"),
         _o("stock_transfer", "stock_transfers", "transfer|stock move|relocation", (("from_warehouse", S, "Source warehouse."), ("to_warehouse", S, "Destination warehouse.")), "approve"),
     )),
-    Domain("analytics", "Analytics", (("google_analytics", "Google Analytics"), ("mixpanel", "Mixpanel"), ("amplitude", "Amplitude"), ("posthog", "PostHog"), ("heap", "Heap")), (
+    Domain("analytics", "Analytics", (("google_analytics", "Google Analytics"), ("mixpanel", "Mixpanel"), ("amplitude", "Amplitude"), ("posthog", "PostHog"), ("heap", "Heap"), ("plausible", "Plausible"), ("matomo", "Matomo")), (
         _o("report", "reports", "report|stats report|analytics report", (("date_range", S, "Period such as last_30_days."), ("dimensions", "array", "Dimensions to break down by."), ("metrics", "array", "Metrics to compute.")), "run export schedule"),
         _o("dashboard", "dashboards", "dashboard|overview board|charts page", (("title", S, "Dashboard title."), ("filters", "object", "Default filters.")), "share copy"),
         _o("funnel", "funnels", "conversion funnel|signup flow|drop-off analysis", (("steps", "array", "Event names in order."), ("window_days", I, "Conversion window.")), "run"),
         _o("cohort", "cohorts", "user segment|cohort|group of users", (("definition", "object", "Filter that defines the cohort."),), "export"),
         _o("tracked_event", "tracked_events", "tracked event|analytics event|user action", (("event_name", S, "Name of the event."), ("properties", "object", "Event properties.")), "track"),
     )),
-    Domain("monitoring", "Monitoring", (("datadog", "Datadog"), ("new_relic", "New Relic"), ("grafana", "Grafana"), ("prometheus", "Prometheus"), ("honeycomb", "Honeycomb")), (
+    Domain("monitoring", "Monitoring", (("datadog", "Datadog"), ("new_relic", "New Relic"), ("grafana", "Grafana"), ("prometheus", "Prometheus"), ("honeycomb", "Honeycomb"), ("sentry", "Sentry"), ("splunk", "Splunk")), (
         _o("alert", "alerts", "alert|alarm|warning", (("severity", S, "critical, warning or info."), ("service", S, "Service that raised the alert.")), "acknowledge resolve mute"),
         _o("monitor", "monitors", "monitor|health check|uptime check", (("query", S, "Metric query the monitor evaluates."), ("threshold", N, "Value that triggers it.")), "mute"),
         _o("metric", "metrics", "metric|time series|graph data", (("query", S, "Metric query, for example avg:cpu{env:prod}."), ("from", S, "Start of the window."), ("to", S, "End of the window.")), "query"),
         _o("log_entry", "log_entries", "log line|log message|error output", (("query", S, "Log search query."), ("service", S, "Service name."), ("level", S, "Minimum log level.")), "tail"),
         _o("slo", "slos", "SLO|service level objective|error budget", (("target", N, "Target percentage."), ("window", S, "7d, 30d or 90d.")), ""),
     )),
-    Domain("incident", "Incident response", (("pagerduty", "PagerDuty"), ("opsgenie", "Opsgenie"), ("incident_io", "incident.io"), ("firehydrant", "FireHydrant")), (
+    Domain("incident", "Incident response", (("pagerduty", "PagerDuty"), ("opsgenie", "Opsgenie"), ("incident_io", "incident.io"), ("firehydrant", "FireHydrant"), ("rootly", "Rootly"), ("squadcast", "Squadcast"), ("xmatters", "xMatters")), (
         _o("incident", "incidents", "incident|outage|production issue|sev", (("severity", S, "SEV1 to SEV4."), ("service_id", S, "Affected service."), ("summary", S, "What is broken.")), "acknowledge resolve escalate"),
         _o("oncall_schedule", "oncall_schedules", "on-call rota|pager schedule|on-call shift", (("team", S, "Team the rota belongs to."), ("rotation", S, "daily or weekly.")), "override"),
         _o("escalation_policy", "escalation_policies", "escalation chain|paging rules", (("rules", "array", "Escalation levels."),), ""),
         _o("postmortem", "postmortems", "incident review|retrospective|post-incident report", (("incident_id", S, "Incident the review is about."), ("owner", S, "Who writes it.")), "publish"),
         _o("status_update", "status_updates", "status page update|public notice|outage notice", (("message", S, "Text shown to customers."), ("component", S, "Affected component.")), "publish"),
     )),
-    Domain("ci", "CI/CD", (("jenkins", "Jenkins"), ("circleci", "CircleCI"), ("github_actions", "GitHub Actions"), ("buildkite", "Buildkite"), ("gitlab_ci", "GitLab CI")), (
+    Domain("ci", "CI/CD", (("jenkins", "Jenkins"), ("circleci", "CircleCI"), ("github_actions", "GitHub Actions"), ("buildkite", "Buildkite"), ("gitlab_ci", "GitLab CI"), ("travis_ci", "Travis CI"), ("drone", "Drone")), (
         _o("pipeline", "pipelines", "pipeline|CI pipeline|build pipeline", (("branch", S, "Branch to build."), ("parameters", "object", "Pipeline parameters.")), "trigger cancel retry"),
         _o("build", "builds", "build|CI run|test run", (("number", I, "Build number."), ("status", S, "running, passed or failed.")), "retry cancel logs"),
         _o("artifact", "artifacts", "build artifact|binary|package output", (("path", S, "Artifact path."), ("build_id", S, "Build that produced it.")), "download"),
         _o("runner", "runners", "build agent|runner|CI worker", (("labels", "array", "Runner labels."), ("online", B, "Only online runners.")), "pause resume"),
         _o("ci_secret", "ci_secrets", "CI secret|build variable|environment secret", (("value", S, "Secret value, write-only."), ("scope", S, "Project or organisation.")), ""),
     )),
-    Domain("cloud", "Cloud", (("aws", "AWS"), ("gcp", "Google Cloud"), ("azure", "Azure"), ("digitalocean", "DigitalOcean"), ("hetzner", "Hetzner")), (
+    Domain("cloud", "Cloud", (("aws", "AWS"), ("gcp", "Google Cloud"), ("azure", "Azure"), ("digitalocean", "DigitalOcean"), ("hetzner", "Hetzner"), ("linode", "Linode"), ("vultr", "Vultr")), (
         _o("instance", "instances", "virtual machine|VM|server|box", (("instance_type", S, "Machine size, for example m5.large."), ("region", S, "Cloud region."), ("image_id", S, "Machine image.")), "start stop restart resize"),
         _o("bucket", "buckets", "storage bucket|blob container|object store", (("region", S, "Cloud region."), ("versioning", B, "Keep old object versions.")), ""),
         _o("load_balancer", "load_balancers", "load balancer|traffic balancer|LB", (("listeners", "array", "Ports and protocols."), ("scheme", S, "internal or internet-facing.")), ""),
@@ -198,27 +198,27 @@ DOMAINS: tuple[Domain, ...] = (
         _o("dns_record", "dns_records", "DNS entry|domain record|CNAME", (("type", S, "A, AAAA, CNAME, TXT or MX."), ("ttl", I, "Time to live in seconds."), ("value", S, "Record value.")), ""),
         _o("cost_report", "cost_reports", "cloud bill|spend report|cost breakdown", (("group_by", S, "service, project or tag."), ("month", S, "Month to report on.")), "export"),
     )),
-    Domain("database", "Databases", (("postgres", "PostgreSQL"), ("mysql", "MySQL"), ("mongodb", "MongoDB"), ("snowflake", "Snowflake"), ("bigquery", "BigQuery")), (
+    Domain("database", "Databases", (("postgres", "PostgreSQL"), ("mysql", "MySQL"), ("mongodb", "MongoDB"), ("snowflake", "Snowflake"), ("bigquery", "BigQuery"), ("redshift", "Redshift"), ("cockroachdb", "CockroachDB")), (
         _o("table", "tables", "table|dataset table|collection of rows", (("schema", S, "Schema that holds the table."), ("columns", "array", "Column definitions.")), "truncate"),
         _o("sql_query", "sql_queries", "SQL query|query|data pull", (("sql", S, "SQL text to run."), ("timeout_seconds", I, "Cancel after this long."), ("read_only", B, "Refuse writes.")), "run explain cancel"),
         _o("backup", "backups", "database backup|dump|restore point", (("retention_days", I, "How long to keep it."),), "restore"),
         _o("db_user", "db_users", "database user|DB login|database role", (("privileges", "array", "Grants of the user."),), "rotate"),
         _o("replica", "replicas", "read replica|standby|follower database", (("region", S, "Where the replica runs."), ("lag_seconds", I, "Replication lag.")), "promote"),
     )),
-    Domain("marketing", "Marketing", (("mailchimp", "Mailchimp"), ("marketo", "Marketo"), ("klaviyo", "Klaviyo"), ("brevo", "Brevo"), ("activecampaign", "ActiveCampaign")), (
+    Domain("marketing", "Marketing", (("mailchimp", "Mailchimp"), ("marketo", "Marketo"), ("klaviyo", "Klaviyo"), ("brevo", "Brevo"), ("activecampaign", "ActiveCampaign"), ("customer_io", "Customer.io"), ("hubspot_marketing", "HubSpot Marketing")), (
         _o("campaign", "campaigns", "campaign|email blast|newsletter send", (("subject", S, "Email subject line."), ("audience_id", S, "Audience to send to."), ("send_time", S, "When to send.")), "send schedule pause"),
         _o("audience_segment", "audience_segments", "segment|audience|target group", (("conditions", "array", "Rules that define the segment."),), ""),
         _o("subscriber", "subscribers", "subscriber|newsletter signup|list member", (("email", S, "Subscriber email."), ("tags", "array", "Tags on the subscriber.")), "unsubscribe tag"),
         _o("landing_page", "landing_pages", "landing page|signup page|promo page", (("url", S, "Public URL."), ("form_id", S, "Embedded form.")), "publish"),
         _o("ab_test", "ab_tests", "A/B test|split test|experiment", (("variants", "array", "Variants to compare."), ("metric", S, "Winning metric.")), "start stop"),
     )),
-    Domain("social", "Social media", (("twitter", "X (Twitter)"), ("linkedin", "LinkedIn"), ("buffer", "Buffer"), ("hootsuite", "Hootsuite"), ("instagram", "Instagram")), (
+    Domain("social", "Social media", (("twitter", "X (Twitter)"), ("linkedin", "LinkedIn"), ("buffer", "Buffer"), ("hootsuite", "Hootsuite"), ("instagram", "Instagram"), ("facebook_pages", "Facebook Pages"), ("tiktok", "TikTok")), (
         _o("post", "posts", "post|tweet|update", (("text", S, "Post text."), ("media_urls", "array", "Images or video to attach."), ("profile_id", S, "Account to post from.")), "publish schedule"),
         _o("mention", "mentions", "mention|brand mention|shout-out", (("since", S, "Only mentions after this time."), ("sentiment", S, "positive, neutral or negative.")), "reply"),
         _o("follower", "followers", "follower|audience member|fan", (("profile_id", S, "Account whose followers to use."),), ""),
         _o("social_profile", "social_profiles", "social account|profile|brand page", (("network", S, "Network of the profile."),), "connect"),
     )),
-    Domain("projects", "Project management", (("jira", "Jira"), ("asana", "Asana"), ("linear", "Linear"), ("trello", "Trello"), ("clickup", "ClickUp")), (
+    Domain("projects", "Project management", (("jira", "Jira"), ("asana", "Asana"), ("linear", "Linear"), ("trello", "Trello"), ("clickup", "ClickUp"), ("monday", "monday.com"), ("basecamp", "Basecamp")), (
         _o("work_item", "work_items", "task|ticket|story|to-do", (("assignee", S, "Person doing the work."), ("priority", S, "Priority of the item."), ("due_date", S, "When it is due.")), "assign move close comment"),
         _o("project", "projects", "project|initiative|workstream", (("lead", S, "Project lead."), ("status", S, "on track, at risk or off track.")), "archive"),
         _o("sprint", "sprints", "sprint|iteration|cycle", (("start_date", S, "First day of the sprint."), ("goal", S, "Sprint goal.")), "start close"),
@@ -226,48 +226,48 @@ DOMAINS: tuple[Domain, ...] = (
         _o("board", "boards", "board|kanban|task board", (("columns", "array", "Column names."),), ""),
         _o("milestone", "milestones", "milestone|deadline|checkpoint", (("target_date", S, "Target date."),), "close"),
     )),
-    Domain("travel", "Travel", (("amadeus", "Amadeus"), ("sabre", "Sabre"), ("expedia", "Expedia"), ("navan", "Navan")), (
+    Domain("travel", "Travel", (("amadeus", "Amadeus"), ("sabre", "Sabre"), ("expedia", "Expedia"), ("navan", "Navan"), ("concur", "SAP Concur"), ("booking_com", "Booking.com"), ("kayak", "KAYAK")), (
         _o("flight", "flights", "flight|plane ticket|air travel", (("origin", S, "IATA code of the departure airport."), ("destination", S, "IATA code of the arrival airport."), ("depart_date", S, "Departure date."), ("cabin", S, "economy, business or first.")), "book cancel"),
         _o("hotel_booking", "hotel_bookings", "hotel|room|accommodation|stay", (("city", S, "City to stay in."), ("check_in", S, "Check-in date."), ("nights", I, "Number of nights.")), "book cancel"),
         _o("itinerary", "itineraries", "trip plan|itinerary|travel plan", (("traveler_id", S, "Traveler."),), "share"),
         _o("car_rental", "car_rentals", "rental car|car hire|vehicle rental", (("pickup_location", S, "Where to pick up the car."), ("days", I, "Rental length.")), "book cancel"),
     )),
-    Domain("maps", "Maps", (("google_maps", "Google Maps"), ("mapbox", "Mapbox"), ("here", "HERE"), ("tomtom", "TomTom")), (
+    Domain("maps", "Maps", (("google_maps", "Google Maps"), ("mapbox", "Mapbox"), ("here", "HERE"), ("tomtom", "TomTom"), ("openstreetmap", "OpenStreetMap"), ("bing_maps", "Bing Maps"), ("apple_maps", "Apple Maps")), (
         _o("route", "routes", "directions|route|driving route", (("origin", S, "Start address or coordinates."), ("destination", S, "End address or coordinates."), ("mode", S, "driving, walking, cycling or transit.")), "optimize"),
         _o("place", "places", "place|business nearby|point of interest|restaurant", (("query", S, "What to look for."), ("near", S, "Coordinates to search around."), ("radius_m", I, "Search radius in metres.")), "find"),
         _o("geocode", "geocodes", "map coordinates|address lookup|location pin", (("address", S, "Address to resolve."),)),
         _o("distance_matrix", "distance_matrices", "travel time table|distance table", (("origins", "array", "Start points."), ("destinations", "array", "End points.")), ""),
     )),
-    Domain("weather", "Weather", (("openweather", "OpenWeather"), ("tomorrow_io", "Tomorrow.io"), ("weatherkit", "WeatherKit")), (
+    Domain("weather", "Weather", (("openweather", "OpenWeather"), ("tomorrow_io", "Tomorrow.io"), ("weatherkit", "WeatherKit"), ("accuweather", "AccuWeather"), ("weatherstack", "weatherstack"), ("visual_crossing", "Visual Crossing"), ("meteomatics", "Meteomatics")), (
         _o("forecast", "forecasts", "weather forecast|forecast|weather outlook", (("location", S, "City or coordinates."), ("days", I, "Days ahead."), ("units", S, "metric or imperial.")), ""),
         _o("weather_alert", "weather_alerts", "storm warning|severe weather alert", (("region", S, "Region to watch."),), "subscribe"),
         _o("observation", "observations", "current weather|temperature reading|weather observation", (("station", S, "Weather station id."),), ""),
     )),
-    Domain("telephony", "Telephony", (("twilio", "Twilio"), ("vonage", "Vonage"), ("plivo", "Plivo"), ("aircall", "Aircall")), (
+    Domain("telephony", "Telephony", (("twilio", "Twilio"), ("vonage", "Vonage"), ("plivo", "Plivo"), ("aircall", "Aircall"), ("ringcentral", "RingCentral"), ("bandwidth", "Bandwidth"), ("dialpad", "Dialpad")), (
         _o("sms", "sms_messages", "text message|SMS|text", (("to", S, "Recipient phone number."), ("body", S, "Message text."), ("from_number", S, "Sender number.")), "send"),
         _o("phone_call", "phone_calls", "phone call|call|ring", (("to", S, "Number to call."), ("record", B, "Record the call.")), "place transfer"),
         _o("phone_number", "phone_numbers", "phone number|line|DID", (("country", S, "Country code."), ("capabilities", "array", "voice, sms or mms.")), "buy release"),
         _o("call_recording", "call_recordings", "recording|voicemail|call audio", (("call_id", S, "Call the recording belongs to."),), "transcribe download"),
     )),
-    Domain("identity", "Identity", (("okta", "Okta"), ("auth0", "Auth0"), ("entra_id", "Entra ID"), ("onelogin", "OneLogin"), ("keycloak", "Keycloak")), (
+    Domain("identity", "Identity", (("okta", "Okta"), ("auth0", "Auth0"), ("entra_id", "Entra ID"), ("onelogin", "OneLogin"), ("keycloak", "Keycloak"), ("jumpcloud", "JumpCloud"), ("ping_identity", "Ping Identity")), (
         _o("identity_user", "identity_users", "user account|login|employee account", (("email", S, "Login email."), ("status", S, "active, suspended or deprovisioned.")), "suspend unlock reset_password"),
         _o("group", "groups", "group|access group|team membership", (("members", "array", "User ids in the group."),), "add_member remove_member"),
         _o("session", "sessions", "login session|signed-in device|active session", (("user_id", S, "User whose sessions to use."),), "revoke"),
         _o("mfa_factor", "mfa_factors", "two-factor|MFA device|authenticator", (("factor_type", S, "totp, sms or webauthn."),), "reset"),
         _o("sso_app", "sso_apps", "SSO app|application integration|single sign-on app", (("sign_on_mode", S, "SAML or OIDC."),), "assign"),
     )),
-    Domain("security", "Security", (("crowdstrike", "CrowdStrike"), ("snyk", "Snyk"), ("wiz", "Wiz"), ("tenable", "Tenable")), (
+    Domain("security", "Security", (("crowdstrike", "CrowdStrike"), ("snyk", "Snyk"), ("wiz", "Wiz"), ("tenable", "Tenable"), ("sentinelone", "SentinelOne"), ("qualys", "Qualys"), ("lacework", "Lacework")), (
         _o("vulnerability", "vulnerabilities", "vulnerability|CVE|security hole", (("severity", S, "critical, high, medium or low."), ("package", S, "Affected package.")), "ignore assign"),
         _o("scan", "scans", "security scan|vulnerability scan|audit run", (("target", S, "Repository, host or image to scan."),), "run"),
         _o("security_finding", "security_findings", "finding|misconfiguration|risk", (("resource", S, "Cloud resource affected."), ("status", S, "open or resolved.")), "resolve"),
         _o("endpoint_host", "endpoint_hosts", "laptop|device|endpoint", (("hostname", S, "Device hostname."), ("os", S, "Operating system.")), "isolate"),
     )),
-    Domain("esign", "E-signature", (("docusign", "DocuSign"), ("dropbox_sign", "Dropbox Sign"), ("pandadoc", "PandaDoc"), ("adobe_sign", "Adobe Sign")), (
+    Domain("esign", "E-signature", (("docusign", "DocuSign"), ("dropbox_sign", "Dropbox Sign"), ("pandadoc", "PandaDoc"), ("adobe_sign", "Adobe Sign"), ("signnow", "signNow"), ("zoho_sign", "Zoho Sign"), ("signwell", "SignWell")), (
         _o("envelope", "envelopes", "signature request|envelope|document to sign", (("signers", "array", "People who must sign."), ("document_ids", "array", "Documents in the envelope.")), "send void remind"),
         _o("contract", "contracts", "contract|agreement|NDA", (("counterparty", S, "Other party."), ("renewal_date", S, "When it renews.")), "renew"),
         _o("signature_template", "signature_templates", "signing template|reusable form", (("roles", "array", "Signer roles."),), ""),
     )),
-    Domain("forms", "Forms and surveys", (("typeform", "Typeform"), ("surveymonkey", "SurveyMonkey"), ("google_forms", "Google Forms"), ("jotform", "Jotform")), (
+    Domain("forms", "Forms and surveys", (("typeform", "Typeform"), ("surveymonkey", "SurveyMonkey"), ("google_forms", "Google Forms"), ("jotform", "Jotform"), ("formstack", "Formstack"), ("tally", "Tally"), ("qualtrics", "Qualtrics")), (
         _o("survey", "surveys", "survey|questionnaire|poll", (("questions", "array", "Questions in order."), ("anonymous", B, "Hide respondent identity.")), "publish close"),
         _o("form_response", "form_responses", "response|answer|submission", (("form_id", S, "Form the responses belong to."), ("since", S, "Only responses after this time.")), "export"),
         _o("form", "forms", "form|signup form|intake form", (("fields", "array", "Form fields."),), "publish"),
@@ -756,18 +756,13 @@ EXPORT_FIELDS: tuple[Field, ...] = (
 
 # Things users say around a request; they add realistic, mostly non-matching words.
 QUERY_LEADS: tuple[str, ...] = (
-    "",
-    "",
-    "",
+    *("",) * 4,
     "hey, ",
     "hi there, ",
     "quick one: ",
-    "can you ",
-    "please ",
-    "could you help: ",
-    "my manager asked me to ",
     "urgent - ",
     "ok so ",
+    "one more thing: ",
 )
 QUERY_TAILS: tuple[str, ...] = (
     "",

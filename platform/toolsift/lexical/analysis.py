@@ -29,9 +29,22 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_.\-/:]+")
 
 
+_IDENTIFIER = re.compile(r"[a-z][A-Z]|\w[./:]\w")
+
+
 def split_identifier(text: str) -> str:
     """`getHTTPStatus_v2.list` -> `get HTTP Status v2 list`."""
     return _CAMEL.sub(" ", _SEPARATORS.sub(" ", text))
+
+
+def expand_identifiers(text: str) -> str:
+    """Append the parts of identifiers PostgreSQL keeps whole (camelCase, dotted, paths).
+
+    The parser already splits snake_case; `getOrderStatus` and `api.v1.users` stay one token
+    there, so their parts are added beside them and both spellings match.
+    """
+    parts = [split_identifier(token) for token in text.split() if _IDENTIFIER.search(token)]
+    return " ".join([text, *parts]) if parts else text
 
 
 def _parameters(schema: dict[str, Any], depth: int = 0) -> tuple[list[str], list[str]]:
@@ -65,11 +78,11 @@ def tool_fields(
     """(weight, text) pairs; each is analysed by to_tsvector and summed into weighted tf."""
     parameter_names, parameter_descriptions = _parameters(input_schema)
     fields = [
-        (weights.name, split_identifier(name)),
-        (weights.title, split_identifier(title or "")),
-        (weights.description, description),
+        (weights.name, expand_identifiers(name)),
+        (weights.title, expand_identifiers(title or "")),
+        (weights.description, expand_identifiers(description)),
         (weights.parameter_names, " ".join(parameter_names)),
-        (weights.parameter_descriptions, " ".join(parameter_descriptions)),
-        (weights.examples, " ".join(examples)),
+        (weights.parameter_descriptions, expand_identifiers(" ".join(parameter_descriptions))),
+        (weights.examples, expand_identifiers(" ".join(examples))),
     ]
     return [(weight, text) for weight, text in fields if text.strip() and weight > 0]

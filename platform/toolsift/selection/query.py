@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..kit.text import scrub
-from ..lexical.analysis import split_identifier
+from ..lexical.analysis import expand_identifiers
 from .schemas import Message, SelectRequest
 
 
@@ -23,9 +23,9 @@ def _texts(message: Message) -> Iterable[str]:
 def build_query(request: SelectRequest) -> str:
     users = [m for m in request.messages if m.role == "user" and any(t.strip() for t in _texts(m))]
     last = users[-1] if users else request.messages[-1]
-    parts = [*_texts(last), request.task.plan]
-    parts += [split_identifier(name) for name in request.task.recent_tools]
-    return scrub(" ".join(p for p in parts if p))
+    parts = [*_texts(last), request.task.plan, *request.task.recent_tools]
+    # Terms are distinct in scoring, so expanding identifiers never double-counts a word.
+    return expand_identifiers(scrub(" ".join(p for p in parts if p)))
 
 
 def used_tools(request: SelectRequest) -> list[str]:

@@ -1,0 +1,682 @@
+"""Bad input: a clear 4xx naming the field, and nothing written; odd text is only text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from httpx import Response
+from psycopg import sql
+
+from tests.conftest import OPERATOR_KEY
+from tests.fixtures.factories import PARAMETERS, SUPPORT_CATALOG, Caller, tool_body
+from toolsift.models import Base
+
+TOOLS = "/admin/v1/tools"
+SELECT = "/v1/select"
+PERMISSIONS = "/admin/v1/permissions"
+ROLES = "/admin/v1/roles"
+KEYS = "/admin/v1/keys"
+TENANT = "/admin/v1/tenant"
+USER = {"role": "user", "content": "where is my order"}
+
+OwnerConn = psycopg.Connection[tuple[object, ...]]
+Unchanged = Callable[[], AbstractContextManager[None]]
+
+
+def counts(owner_conn: OwnerConn) -> dict[str, object]:
+    """Rows in every table, read as the owner (past row-level security)."""
+    query = sql.SQL("SELECT count(*) FROM {}")
+    result: dict[str, object] = {}
+    for table in Base.metadata.sorted_tables:
+        row = owner_conn.execute(query.format(sql.Identifier(table.name))).fetchone()
+        assert row is not None
+        result[table.name] = row[0]
+    return result
+
+
+def selection_logs(owner_conn: OwnerConn) -> int:
+    row = owner_conn.execute("SELECT count(*) FROM selection_logs").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def snapshot(admin: Caller, owner_conn: OwnerConn) -> dict[str, Any]:
+    """Everything an admin can see, and every table's size."""
+    return {
+        "tools": admin.ok(admin.get(TOOLS, params={"limit": 1000, "include_deleted": True})),
+        "permissions": admin.ok(admin.get(PERMISSIONS)),
+        "roles": admin.ok(admin.get(ROLES)),
+        "keys": admin.ok(admin.get(KEYS)),
+        "tenant": admin.ok(admin.get(TENANT)),
+        "rows": counts(owner_conn),
+    }
+
+
+@pytest.fixture
+def unchanged(admin: Caller, catalog: dict[str, str], owner_conn: OwnerConn) -> Unchanged:
+    """`with unchanged(): ...` asserts the block wrote nothing anywhere."""
+
+    @contextmanager
+    def check() -> Iterator[None]:
+        before = snapshot(admin, owner_conn)
+        yield
+        assert snapshot(admin, owner_conn) == before
+
+    return check
+
+
+def refused(response: Response, status: int, field: str | None = None) -> dict[str, Any]:
+    """A JSON error of this status; `field` (when given) is named by `error.field`."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error: dict[str, Any] = response.json()["error"]
+    assert error["code"]
+    assert error["message"]
+    if field is not None:
+        assert error.get("field") == field, error
+    return error
+
+
+def raw(caller: Caller, method: str, path: str, content: bytes | str) -> Response:
+    headers = {**caller.headers, "Content-Type": "application/json"}
+    return caller.client.request(method, path, content=content, headers=headers)
+
+
+def select_body(**fields: Any) -> dict[str, Any]:
+    return {"messages": [USER], **fields}
+
+
+class TestMalformedJson:
+    @pytest.mark.parametrize(
+        "content", ['{"messages": [', "not json", '{"messages": [] ,}', "{'k': 1}", "\x00"]
+    )
+    def test_is_400_malformed_json(
+        self, support_agent: Caller, unchanged: Unchanged, content: str
+    ) -> None:
+        with unchanged():
+            error = refused(raw(support_agent, "POST", SELECT, content), 400, "body")
+        assert error["code"] == "malformed_json"
+
+    @pytest.mark.parametrize(
+        ("method", "path"), [("POST", TOOLS), ("PUT", TOOLS), ("POST", PERMISSIONS), ("POST", KEYS)]
+    )
+    def test_admin_endpoints_say_malformed_json_too(
+        self, admin: Caller, unchanged: Unchanged, method: str, path: str
+    ) -> None:
+        with unchanged():
+            error = refused(raw(admin, method, path, '{"name": "x"'), 400, "body")
+        assert error["code"] == "malformed_json"
+
+    def test_deeply_nested_json_is_a_clear_4xx(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            refused(raw(support_agent, "POST", SELECT, "[" * 100_000), 400)
+
+    def test_a_json_array_instead_of_an_object_is_422(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            refused(raw(support_agent, "POST", SELECT, "[]"), 422, "body")
+
+    def test_an_empty_body_is_422(self, support_agent: Caller, unchanged: Unchanged) -> None:
+        with unchanged():
+            refused(raw(support_agent, "POST", SELECT, b""), 422, "body")
+
+
+class TestSelectRequestValidation:
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({}, "messages"),
+            ({"k": 3}, "messages"),
+            ({"messages": [{"content": "hi"}]}, "messages[0].role"),
+            ({"messages": [USER, {"role": "wizard", "content": "x"}]}, "messages[1].role"),
+            ({"messages": "where is my order"}, "messages"),
+            ({"messages": [USER], "k": "five"}, "k"),
+            ({"messages": [USER], "k": 2.5}, "k"),
+            ({"messages": [USER], "budget_tokens": "lots"}, "budget_tokens"),
+            ({"messages": [USER], "roles": "support"}, "roles"),
+            ({"messages": [USER], "task": "ship it"}, "task"),
+            ({"messages": [USER], "task": {"plan": 5}}, "task.plan"),
+            ({"messages": [USER], "task": {"recent_tools": "order_status"}}, "task.recent_tools"),
+            ({"messages": [USER], "debug": "maybe"}, "debug"),
+            ({"messages": [{"role": "user", "content": 42}]}, "messages[0].content"),
+        ],
+    )
+    def test_missing_and_mistyped_fields_are_named(
+        self, support_agent: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            error = refused(support_agent.post(SELECT, body), 422, field)
+        assert error["code"] == "validation_error"
+        assert field in error["message"]
+
+    @pytest.mark.parametrize("k", [0, -1, 51, 10**6, 10**30])
+    def test_k_out_of_range_is_422(
+        self, support_agent: Caller, unchanged: Unchanged, k: int
+    ) -> None:
+        with unchanged():
+            refused(support_agent.post(SELECT, select_body(k=k)), 422, "k")
+
+    @pytest.mark.parametrize("budget", [0, -100, 200_001, 10**30])
+    def test_budget_out_of_range_is_422(
+        self, support_agent: Caller, unchanged: Unchanged, budget: int
+    ) -> None:
+        with unchanged():
+            refused(support_agent.post(SELECT, select_body(budget_tokens=budget)), 422, "budget_tokens")
+
+    def test_the_bounds_themselves_are_accepted(self, support_agent: Caller) -> None:
+        for body in (select_body(k=1, budget_tokens=1), select_body(k=50, budget_tokens=200_000)):
+            assert support_agent.post(SELECT, body).status_code == 200
+
+    @pytest.mark.parametrize(("field", "value"), [("mode", "vector"), ("format", "xml")])
+    def test_unknown_mode_or_format_is_422(
+        self, support_agent: Caller, unchanged: Unchanged, field: str, value: str
+    ) -> None:
+        with unchanged():
+            error = refused(support_agent.post(SELECT, select_body(**{field: value})), 422, field)
+        assert value not in error["message"] or field in error["message"]
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            (select_body(temperature=0.2), "temperature"),
+            (select_body(task={"plan": "x", "priority": "high"}), "task.priority"),
+        ],
+    )
+    def test_unknown_extra_fields_are_422(
+        self, support_agent: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(support_agent.post(SELECT, body), 422, field)
+
+    def test_an_empty_messages_list_is_422(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            refused(support_agent.post(SELECT, {"messages": []}), 422, "messages")
+
+    def test_a_1mb_query_is_413_from_the_body_limit(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            error = refused(support_agent.select("refund " * 150_000), 413, "body")
+        assert error["code"] == "payload_too_large"
+
+    def test_an_oversized_streamed_body_is_413_too(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        body = json.dumps(select_body(task={"plan": "refund " * 150_000})).encode()
+
+        def chunks() -> Iterator[bytes]:
+            for start in range(0, len(body), 65_536):
+                yield body[start : start + 65_536]
+
+        headers = {**support_agent.headers, "Content-Type": "application/json"}
+        with unchanged():
+            response = support_agent.client.post(SELECT, content=chunks(), headers=headers)
+            assert "content-length" not in response.request.headers
+            error = refused(response, 413, "body")
+        assert error["code"] == "payload_too_large"
+
+    def test_a_40kb_message_is_422_naming_its_content(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            refused(support_agent.select("x" * 40_000), 422, "messages[0].content")
+
+    def test_a_40kb_text_block_is_422_naming_its_content(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        block = {"role": "user", "content": [{"type": "text", "text": "x" * 40_000}]}
+        with unchanged():
+            refused(support_agent.post(SELECT, {"messages": [block]}), 422, "messages[0].content")
+
+    def test_too_many_messages_is_422(self, support_agent: Caller, unchanged: Unchanged) -> None:
+        with unchanged():
+            refused(support_agent.post(SELECT, {"messages": [USER] * 201}), 422, "messages")
+
+    def test_a_role_the_key_lacks_is_403_naming_it(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        body = select_body(roles=["support", "administrator"])
+        with unchanged():
+            refused(support_agent.post(SELECT, body), 403, "roles[1]")
+
+
+HOSTILE_QUERIES = [
+    "a & b | !c <-> d:*",
+    "refund & policy | !shipping <-> order:*",
+    "(refund | policy) & !(a <2> b)",
+    "'refund' \"policy\" ''' \"\"\"",
+    "refund\\policy\\\\ \\' \\x00",
+    "refund\u0000policy",
+    "\u0000",
+    "'; DROP TABLE tools; --",
+    "refund'); DELETE FROM tool_terms; --",
+    "$1 %s %(x)s {0} :query ::regconfig",
+    "refund 🧾💸 política de reembolso 退款政策 возврат",
+    "\u202e\u200b\ufeff refund",
+    "   ",
+    "",
+]
+
+
+class TestQueriesArePlainText:
+    @pytest.mark.parametrize("query", HOSTILE_QUERIES)
+    def test_is_200_and_the_tools_are_intact(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        owner_conn: OwnerConn,
+        query: str,
+    ) -> None:
+        tools = admin.ok(admin.get(TOOLS, params={"include_deleted": True}))
+        rows = counts(owner_conn)
+        body = support_agent.ok(support_agent.select(query, debug=True))
+        assert "\x00" not in body["query"]
+        assert "search_help" in [t["name"] for t in body["tools"]]
+        assert admin.ok(admin.get(TOOLS, params={"include_deleted": True})) == tools
+        after = counts(owner_conn)
+        assert after.pop("selection_logs") == rows.pop("selection_logs") + 1  # type: ignore[operator]
+        assert after == rows
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            "refund & policy",
+            "refund | policy",
+            "!refund <-> policy:*",
+            "refund\u0000policy",
+            "'refund' \"policy\"",
+            "refund\\policy",
+        ],
+    )
+    def test_operators_are_ignored_and_the_words_still_match(
+        self, support_agent: Caller, query: str
+    ) -> None:
+        assert "refund_policy" in support_agent.names(query, roles=["support"])
+
+    def test_nul_bytes_elsewhere_in_the_turn_are_plain_text(self, support_agent: Caller) -> None:
+        body = {
+            "messages": [
+                {"role": "system", "content": "be\u0000nice"},
+                {"role": "user", "content": [{"type": "text", "text": "refund\u0000policy"}]},
+            ],
+            "task": {"plan": "explain the\u0000refund policy"},
+            "debug": True,
+        }
+        response = support_agent.ok(support_agent.post(SELECT, body))
+        assert "\x00" not in response["query"]
+        assert "refund_policy" in [t["name"] for t in response["tools"]]
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="product bug in selection/query.py: used tool names reach SQL with NUL (500)",
+    )
+    def test_nul_bytes_in_recent_tool_names_are_plain_text(self, support_agent: Caller) -> None:
+        body = select_body(task={"plan": "", "recent_tools": ["order\u0000status"]})
+        assert support_agent.post(SELECT, body).status_code == 200
+
+    def test_sql_in_a_tool_name_of_the_conversation_is_only_a_name(
+        self, admin: Caller, support_agent: Caller, owner_conn: OwnerConn
+    ) -> None:
+        rows = counts(owner_conn)
+        call = {"type": "tool_use", "id": "t1", "name": "x'); DROP TABLE tools; --", "input": {}}
+        body = {"messages": [{"role": "assistant", "content": [call]}, USER]}
+        assert support_agent.post(SELECT, body).status_code == 200
+        assert counts(owner_conn)["tools"] == rows["tools"]
+
+
+class TestToolValidation:
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"description": "no name"}, "name"),
+            ({"name": "has space"}, "name"),
+            ({"name": "x" * 65}, "name"),
+            ({"name": ""}, "name"),
+            ({"name": "dotted.name"}, "name"),
+            ({"name": "émoji🙂"}, "name"),
+            ({"name": 5}, "name"),
+            ({"name": "t", "description": 5}, "description"),
+            ({"name": "t", "description": "x" * 10_001}, "description"),
+            ({"name": "t", "title": "x" * 201}, "title"),
+            ({"name": "t", "examples": "where is it"}, "examples"),
+            ({"name": "t", "examples": ["x"] * 51}, "examples"),
+            ({"name": "t", "examples": ["x" * 1001]}, "examples"),
+            ({"name": "t", "core": "maybe"}, "core"),
+            ({"name": "t", "required_permission": "has space"}, "required_permission"),
+            ({"name": "t", "parameters": {}}, "parameters"),
+            ({"name": "t", "input_schema": "object"}, "input_schema"),
+            ({"name": "t", "input_schema": []}, "input_schema"),
+            ({"name": "t", "input_schema": {"type": "object", "properties": 5}}, "input_schema"),
+            ({"name": "t", "input_schema": {"type": "objekt"}}, "input_schema"),
+            ({"name": "t", "input_schema": {"type": "string"}}, "input_schema"),
+            ({"name": "t", "input_schema": {"type": ["object", "null"]}}, "input_schema"),
+            ({"name": "t", "input_schema": {"properties": {}}}, "input_schema"),
+            (
+                {"name": "t", "input_schema": {"type": "object", "required": "order_id"}},
+                "input_schema",
+            ),
+            (
+                {"name": "t", "input_schema": {"type": "object", "pad": "x" * 70_000}},
+                "input_schema",
+            ),
+        ],
+    )
+    def test_create_names_the_bad_field(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(admin.post(TOOLS, body), 422, field)
+
+    def test_a_64_character_name_is_accepted(self, admin: Caller) -> None:
+        assert admin.post(TOOLS, {"name": "x" * 64}).status_code == 201
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"name": "t", "description": "refund\u0000policy"}, "description"),
+            ({"name": "t", "title": "\u0000"}, "title"),
+            ({"name": "t", "examples": ["ok", "bad\u0000"]}, "examples"),
+            (
+                {"name": "t", "input_schema": {**PARAMETERS, "description": "a\u0000b"}},
+                "input_schema",
+            ),
+            (
+                {"name": "t", "input_schema": {"type": "object", "properties": {"a\u0000": {}}}},
+                "input_schema",
+            ),
+        ],
+    )
+    def test_a_nul_byte_in_a_stored_field_is_422(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            error = refused(admin.post(TOOLS, body), 422, field)
+        assert "NUL" in error["message"]
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"name": "renamed"}, "name"),
+            ({"description": 5}, "description"),
+            ({"description": "x" * 10_001}, "description"),
+            ({"input_schema": {"type": "object", "properties": 5}}, "input_schema"),
+            ({"input_schema": {"type": "array"}}, "input_schema"),
+            ({"examples": ["x" * 1001]}, "examples"),
+            ({"examples": ["x"] * 51}, "examples"),
+            ({"required_permission": "no.such.permission"}, "required_permission"),
+            ({"required_permission": "has space"}, "required_permission"),
+            ({"core": "maybe"}, "core"),
+            ({"description": "bad\u0000"}, "description"),
+        ],
+    )
+    def test_patch_names_the_bad_field(
+        self,
+        admin: Caller,
+        catalog: dict[str, str],
+        unchanged: Unchanged,
+        body: dict[str, Any],
+        field: str,
+    ) -> None:
+        with unchanged():
+            refused(admin.patch(f"{TOOLS}/{catalog['order_status']}", body), 422, field)
+
+    def test_a_patch_body_that_is_not_an_object_is_422(
+        self, admin: Caller, catalog: dict[str, str], unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            refused(admin.patch(f"{TOOLS}/{catalog['order_status']}", ["core"]), 422, "body")
+
+
+def bulk(*extra: dict[str, Any]) -> dict[str, Any]:
+    """The catalog with one description changed, plus new tools: a write if it went through."""
+    tools = [tool_body(*t) for t in SUPPORT_CATALOG]
+    tools[0] = {**tools[0], "description": "changed"}
+    return {"tools": [*tools, *extra]}
+
+
+class TestBulkUpsertValidation:
+    def test_duplicate_names_are_422_naming_the_second_and_write_nothing(
+        self, admin: Caller, unchanged: Unchanged
+    ) -> None:
+        body = bulk(tool_body("brand_new", "a"), tool_body("brand_new", "b"))
+        with unchanged():
+            error = refused(admin.put(TOOLS, body), 422, "tools[7].name")
+        assert "brand_new" in error["message"]
+
+    def test_a_duplicate_of_an_existing_name_is_422_too(
+        self, admin: Caller, unchanged: Unchanged
+    ) -> None:
+        body = bulk(tool_body("order_status", "twice"))
+        with unchanged():
+            refused(admin.put(TOOLS, body), 422, "tools[6].name")
+
+    @pytest.mark.parametrize(
+        ("item", "field"),
+        [
+            ({"name": "bad name"}, "tools[3].name"),
+            ({"name": "t", "input_schema": {"type": "string"}}, "tools[3].input_schema"),
+            ({"name": "t", "required_permission": "no.such.permission"}, "tools[3].required_permission"),
+            ({"name": "t", "unknown": 1}, "tools[3].unknown"),
+            ({"name": "t", "description": "nul\u0000"}, "tools[3].description"),
+            ("not an object", "tools[3]"),
+        ],
+    )
+    def test_an_invalid_fourth_item_writes_nothing(
+        self, admin: Caller, unchanged: Unchanged, item: Any, field: str
+    ) -> None:
+        tools = [tool_body("new_0", "zero"), tool_body("new_1", "one"), bulk()["tools"][0], item]
+        with unchanged():
+            refused(admin.put(TOOLS, {"tools": tools}), 422, field)
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({}, "tools"),
+            ({"tools": []}, "tools"),
+            ({"tools": {"name": "t"}}, "tools"),
+            ({"tools": [{"name": f"t{i}"} for i in range(1001)]}, "tools"),
+            ({**bulk(), "mode": "replace"}, "mode"),
+        ],
+    )
+    def test_a_bad_envelope_writes_nothing(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(admin.put(TOOLS, body), 422, field)
+
+
+class TestPathAndQueryValidation:
+    @pytest.mark.parametrize(
+        ("method", "path", "field"),
+        [
+            ("GET", f"{TOOLS}/not-a-uuid", "tool_id"),
+            ("PATCH", f"{TOOLS}/123", "tool_id"),
+            ("DELETE", f"{TOOLS}/00000000-0000-0000-0000-00000000000g", "tool_id"),
+            ("GET", f"{PERMISSIONS}/x", "permission_id"),
+            ("DELETE", f"{PERMISSIONS}/x", "permission_id"),
+            ("GET", f"{ROLES}/x", "role_id"),
+            ("PATCH", f"{ROLES}/x", "role_id"),
+            ("DELETE", f"{ROLES}/x", "role_id"),
+            ("PUT", f"{ROLES}/x/permissions/crm.read", "role_id"),
+            ("GET", f"{KEYS}/x", "key_id"),
+            ("DELETE", f"{KEYS}/x", "key_id"),
+        ],
+    )
+    def test_an_invalid_uuid_in_the_path_is_422(
+        self, admin: Caller, unchanged: Unchanged, method: str, path: str, field: str
+    ) -> None:
+        with unchanged():
+            response = admin.client.request(method, path, headers=admin.headers, json={})
+            refused(response, 422, field)
+
+    @pytest.mark.parametrize(
+        ("params", "field"),
+        [
+            ({"limit": 0}, "limit"),
+            ({"limit": 5000}, "limit"),
+            ({"limit": -1}, "limit"),
+            ({"limit": "ten"}, "limit"),
+            ({"after": -2}, "after"),
+            ({"after": "cursor"}, "after"),
+            ({"include_deleted": "maybe"}, "include_deleted"),
+        ],
+    )
+    def test_bad_list_parameters_are_422(
+        self, admin: Caller, catalog: dict[str, str], params: dict[str, Any], field: str
+    ) -> None:
+        refused(admin.get(TOOLS, params=params), 422, field)
+
+    def test_the_limit_bounds_are_accepted(self, admin: Caller, catalog: dict[str, str]) -> None:
+        assert len(admin.ok(admin.get(TOOLS, params={"limit": 1}))["items"]) == 1
+        assert len(admin.ok(admin.get(TOOLS, params={"limit": 1000}))["items"]) == 6
+
+    @pytest.mark.parametrize(("method", "path"), [("GET", "/admin/v1/nope"), ("GET", "/v2/select")])
+    def test_an_unknown_route_is_404_in_the_error_shape(
+        self, admin: Caller, method: str, path: str
+    ) -> None:
+        refused(admin.client.request(method, path, headers=admin.headers), 404)
+
+    def test_a_wrong_method_is_405_in_the_error_shape(
+        self, admin: Caller, unchanged: Unchanged
+    ) -> None:
+        with unchanged():
+            refused(admin.client.request("PATCH", TOOLS, headers=admin.headers, json={}), 405)
+
+
+class TestAccessValidation:
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({}, "name"),
+            ({"name": ""}, "name"),
+            ({"name": "has space"}, "name"),
+            ({"name": ".leading"}, "name"),
+            ({"name": "x" * 65}, "name"),
+            ({"name": "drop'; --"}, "name"),
+            ({"name": "ok", "description": "x" * 1001}, "description"),
+            ({"name": "ok", "description": "bad\u0000"}, "description"),
+            ({"name": "ok", "scope": "admin"}, "scope"),
+        ],
+    )
+    def test_bad_permission_is_422(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(admin.post(PERMISSIONS, body), 422, field)
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"permissions": ["crm.read"]}, "name"),
+            ({"name": "r", "permissions": "crm.read"}, "permissions"),
+            ({"name": "r", "permissions": [5]}, "permissions[0]"),
+            ({"name": "r", "description": "bad\u0000"}, "description"),
+            ({"name": "r", "permissions": ["crm.read\u0000"]}, "permissions[0]"),
+        ],
+    )
+    def test_bad_role_is_422(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(admin.post(ROLES, body), 422, field)
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"description": 5}, "description"),
+            ({"description": "bad\u0000"}, "description"),
+            ({"permissions": ["admin", "nope\u0000"]}, "permissions[1]"),
+            ({"name": "renamed"}, "name"),
+        ],
+    )
+    def test_bad_role_patch_is_422(
+        self,
+        admin: Caller,
+        catalog: dict[str, str],
+        unchanged: Unchanged,
+        body: dict[str, Any],
+        field: str,
+    ) -> None:
+        with unchanged():
+            refused(admin.patch(f"{ROLES}/{catalog['support']}", body), 422, field)
+
+    @pytest.mark.parametrize("permission", ["nope%00", "has%20space", "x" * 65, "%27%3B--"])
+    def test_a_bad_permission_name_in_a_grant_path_is_422(
+        self, admin: Caller, catalog: dict[str, str], unchanged: Unchanged, permission: str
+    ) -> None:
+        path = f"{ROLES}/{catalog['support']}/permissions/{permission}"
+        with unchanged():
+            refused(admin.put(path), 422, "permission")
+            refused(admin.delete(path), 422, "permission")
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"scope": "agent"}, "name"),
+            ({"name": "bot"}, "scope"),
+            ({"name": "", "scope": "agent"}, "name"),
+            ({"name": "x" * 201, "scope": "agent"}, "name"),
+            ({"name": "bot", "scope": "superuser"}, "scope"),
+            ({"name": "bot", "scope": "agent", "roles": "support"}, "roles"),
+            ({"name": "bot", "scope": "agent", "roles": ["support\u0000"]}, "roles[0]"),
+            ({"name": "bot\u0000", "scope": "agent"}, "name"),
+            ({"name": "bot", "scope": "agent", "secret": "mine"}, "secret"),
+        ],
+    )
+    def test_bad_key_is_422(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(admin.post(KEYS, body), 422, field)
+
+
+class TestTenantValidation:
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"name": ""}, "name"),
+            ({"name": 5}, "name"),
+            ({"name": "x" * 201}, "name"),
+            ({"name": "bad\u0000"}, "name"),
+            ({"settings": "fast"}, "settings"),
+            ({"settings": {"note": "bad\u0000"}}, "settings"),
+            ({"settings": {"bad\u0000": 1}}, "settings"),
+            ({"plan": "enterprise"}, "plan"),
+        ],
+    )
+    def test_bad_patch_is_422(
+        self, admin: Caller, unchanged: Unchanged, body: dict[str, Any], field: str
+    ) -> None:
+        with unchanged():
+            refused(admin.patch(TENANT, body), 422, field)
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({}, "name"),
+            ({"name": ""}, "name"),
+            ({"name": "bad\u0000"}, "name"),
+            ({"name": "ok", "settings": {}}, "settings"),
+        ],
+    )
+    def test_bad_create_is_422(
+        self,
+        client: TestClient,
+        unchanged: Unchanged,
+        body: dict[str, Any],
+        field: str,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {OPERATOR_KEY}"}
+        with unchanged():
+            refused(client.post("/admin/v1/tenants", json=body, headers=headers), 422, field)
