@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psycopg
@@ -15,7 +16,8 @@ from sqlalchemy.engine import make_url
 
 from .config import normalise_database_url
 
-ROOT = Path(__file__).resolve().parents[2]
+# alembic.ini and migrations/ sit at the project root (an installed image sets the variable).
+ROOT = Path(os.environ.get("TOOLSIFT_PROJECT_DIR") or Path(__file__).resolve().parents[2])
 
 
 def alembic_config(url: str) -> Config:

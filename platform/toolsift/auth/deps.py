@@ -9,12 +9,11 @@ from uuid import UUID
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import Forbidden, Unauthenticated
-from ..models import ApiKey, ApiKeyRole, Role
 from . import keys
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tsk_...`")
@@ -41,20 +40,29 @@ def get_database(request: Request) -> Database:
     return database
 
 
+_KEY = text(
+    """
+    SELECT k.key_hash, k.scope, k.revoked_at IS NOT NULL AS revoked,
+           coalesce(array_agg(r.name) FILTER (WHERE r.name IS NOT NULL), '{}') AS roles
+    FROM api_keys k
+    LEFT JOIN api_key_roles kr ON kr.tenant_id = k.tenant_id AND kr.key_id = k.id
+    LEFT JOIN roles r ON r.tenant_id = kr.tenant_id AND r.id = kr.role_id
+    WHERE k.tenant_id = :tenant_id AND k.id = :key_id
+    GROUP BY k.key_hash, k.scope, k.revoked_at
+    """
+)
+
+
 def _authenticate(session: Session, raw: str, pepper: str) -> Principal:
+    """One round trip: the key row (under the tenant's RLS) and the roles it may assert."""
     parsed = keys.parse_key(raw)
     if parsed is None:
         raise Unauthenticated("malformed API key")
-    key = session.get(ApiKey, (parsed.tenant_id, parsed.key_id))
+    row = session.execute(_KEY, {"tenant_id": parsed.tenant_id, "key_id": parsed.key_id}).first()
     # One message for unknown, wrong and revoked keys: nothing to probe.
-    if key is None or key.revoked_at is not None or not keys.verify(raw, key.key_hash, pepper):
+    if row is None or row.revoked or not keys.verify(raw, row.key_hash, pepper):
         raise Unauthenticated("invalid or revoked API key")
-    roles = session.scalars(
-        select(Role.name)
-        .join(ApiKeyRole, ApiKeyRole.role_id == Role.id)
-        .where(ApiKeyRole.key_id == key.id)
-    ).all()
-    return Principal(key.tenant_id, key.id, key.scope, frozenset(roles))
+    return Principal(parsed.tenant_id, parsed.key_id, row.scope, frozenset(row.roles))
 
 
 def _context(

@@ -13,7 +13,6 @@ from sqlalchemy import func, or_, select, text
 from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
-from ..db import set_permissions
 from ..errors import Forbidden
 from ..models import SelectionLog, Tool
 from ..tools.definitions import render
@@ -30,9 +29,10 @@ from .schemas import (
 # Ranked candidates considered for the budget: enough to skip big ones and try smaller ones.
 CANDIDATE_POOL = 100
 
-_PERMISSIONS_OF_ROLES = text(
+# Read the roles' grants and narrow this transaction to them, in one round trip.
+_APPLY_ROLES = text(
     """
-    SELECT coalesce(string_agg(DISTINCT rp.permission_id::text, ','), '')
+    SELECT set_config('app.permissions', coalesce(string_agg(DISTINCT rp.permission_id::text, ','), ''), true)
     FROM role_permissions rp JOIN roles r ON r.tenant_id = rp.tenant_id AND r.id = rp.role_id
     WHERE r.tenant_id = :tenant_id AND r.name = ANY(CAST(:roles AS text[]))
     """
@@ -58,9 +58,9 @@ def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[
 def apply_roles(session: Session, principal: Principal, roles: Sequence[str]) -> None:
     """From here on, RLS shows this transaction public tools and those the roles allow."""
     permissions = session.execute(
-        _PERMISSIONS_OF_ROLES, {"tenant_id": principal.tenant_id, "roles": list(roles)}
+        _APPLY_ROLES, {"tenant_id": principal.tenant_id, "roles": list(roles)}
     ).scalar_one()
-    set_permissions(session, permissions)
+    session.info["permissions"] = permissions
 
 
 class SelectionService:
