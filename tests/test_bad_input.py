@@ -147,7 +147,6 @@ class TestSelectRequestValidation:
             ({"messages": [USER], "task": {"plan": 5}}, "task.plan"),
             ({"messages": [USER], "task": {"recent_tools": "order_status"}}, "task.recent_tools"),
             ({"messages": [USER], "debug": "maybe"}, "debug"),
-            ({"messages": [{"role": "user", "content": 42}]}, "messages[0].content"),
         ],
     )
     def test_missing_and_mistyped_fields_are_named(
@@ -157,6 +156,15 @@ class TestSelectRequestValidation:
             error = refused(support_agent.post(SELECT, body), 422, field)
         assert error["code"] == "validation_error"
         assert field in error["message"]
+
+    def test_a_content_of_the_wrong_type_is_422_naming_it(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        body = {"messages": [{"role": "user", "content": 42}]}
+        with unchanged():
+            error = refused(support_agent.post(SELECT, body), 422)
+        # `content` is a union (text or blocks): pydantic appends the member it tried.
+        assert error["field"].startswith("messages[0].content")
 
     @pytest.mark.parametrize("k", [0, -1, 51, 10**6, 10**30])
     def test_k_out_of_range_is_422(
@@ -170,7 +178,9 @@ class TestSelectRequestValidation:
         self, support_agent: Caller, unchanged: Unchanged, budget: int
     ) -> None:
         with unchanged():
-            refused(support_agent.post(SELECT, select_body(budget_tokens=budget)), 422, "budget_tokens")
+            refused(
+                support_agent.post(SELECT, select_body(budget_tokens=budget)), 422, "budget_tokens"
+            )
 
     def test_the_bounds_themselves_are_accepted(self, support_agent: Caller) -> None:
         for body in (select_body(k=1, budget_tokens=1), select_body(k=50, budget_tokens=200_000)):
@@ -317,13 +327,15 @@ class TestQueriesArePlainText:
         assert "\x00" not in response["query"]
         assert "refund_policy" in [t["name"] for t in response["tools"]]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="product bug in selection/query.py: used tool names reach SQL with NUL (500)",
-    )
     def test_nul_bytes_in_recent_tool_names_are_plain_text(self, support_agent: Caller) -> None:
         body = select_body(task={"plan": "", "recent_tools": ["order\u0000status"]})
         assert support_agent.post(SELECT, body).status_code == 200
+
+    def test_a_nul_byte_in_an_authorized_tool_name_is_a_clear_answer(
+        self, support_agent: Caller
+    ) -> None:
+        response = support_agent.post("/v1/authorize", {"tool": "order\u0000status"})
+        assert response.status_code in (200, 422)
 
     def test_sql_in_a_tool_name_of_the_conversation_is_only_a_name(
         self, admin: Caller, support_agent: Caller, owner_conn: OwnerConn
@@ -370,6 +382,24 @@ class TestToolValidation:
                 {"name": "t", "input_schema": {"type": "object", "pad": "x" * 70_000}},
                 "input_schema",
             ),
+            (
+                {"name": "t", "input_schema": {**PARAMETERS, "$ref": "http://127.0.0.1:9/s.json"}},
+                "input_schema",
+            ),
+            (
+                {"name": "t", "input_schema": {"type": "object", "$ref": "#/$defs/missing"}},
+                "input_schema",
+            ),
+            (
+                {
+                    "name": "t",
+                    "input_schema": {
+                        "type": "object",
+                        "properties": {"a": {"$id": "https://e.example/a", "$ref": "b.json"}},
+                    },
+                },
+                "input_schema",
+            ),
         ],
     )
     def test_create_names_the_bad_field(
@@ -380,6 +410,23 @@ class TestToolValidation:
 
     def test_a_64_character_name_is_accepted(self, admin: Caller) -> None:
         assert admin.post(TOOLS, {"name": "x" * 64}).status_code == 201
+
+    def test_local_references_are_accepted_and_used(
+        self, admin: Caller, support_agent: Caller
+    ) -> None:
+        schema = {
+            "type": "object",
+            "$defs": {"id": {"type": "string", "pattern": "^[0-9]+$"}},
+            "properties": {"order_id": {"$ref": "#/$defs/id"}, "again": {"$ref": "#"}},
+            "required": ["order_id"],
+        }
+        admin.ok(admin.post(TOOLS, {"name": "ref_tool", "input_schema": schema}), 201)
+        call = {"tool": "ref_tool", "arguments": {"order_id": "12"}}
+        assert support_agent.ok(support_agent.post("/v1/authorize", call))["allowed"] is True
+        call = {"tool": "ref_tool", "arguments": {"order_id": "twelve"}}
+        verdict = support_agent.ok(support_agent.post("/v1/authorize", call))
+        assert verdict["allowed"] is False
+        assert verdict["errors"]
 
     @pytest.mark.parametrize(
         ("body", "field"),
@@ -466,7 +513,10 @@ class TestBulkUpsertValidation:
         [
             ({"name": "bad name"}, "tools[3].name"),
             ({"name": "t", "input_schema": {"type": "string"}}, "tools[3].input_schema"),
-            ({"name": "t", "required_permission": "no.such.permission"}, "tools[3].required_permission"),
+            (
+                {"name": "t", "required_permission": "no.such.permission"},
+                "tools[3].required_permission",
+            ),
             ({"name": "t", "unknown": 1}, "tools[3].unknown"),
             ({"name": "t", "description": "nul\u0000"}, "tools[3].description"),
             ("not an object", "tools[3]"),
@@ -582,7 +632,7 @@ class TestAccessValidation:
             ({"name": "r", "permissions": "crm.read"}, "permissions"),
             ({"name": "r", "permissions": [5]}, "permissions[0]"),
             ({"name": "r", "description": "bad\u0000"}, "description"),
-            ({"name": "r", "permissions": ["crm.read\u0000"]}, "permissions[0]"),
+            ({"name": "r", "permissions": ["crm.read\u0000"]}, "permissions"),
         ],
     )
     def test_bad_role_is_422(
@@ -596,7 +646,7 @@ class TestAccessValidation:
         [
             ({"description": 5}, "description"),
             ({"description": "bad\u0000"}, "description"),
-            ({"permissions": ["admin", "nope\u0000"]}, "permissions[1]"),
+            ({"permissions": ["admin", "nope\u0000"]}, "permissions"),
             ({"name": "renamed"}, "name"),
         ],
     )
@@ -629,7 +679,7 @@ class TestAccessValidation:
             ({"name": "x" * 201, "scope": "agent"}, "name"),
             ({"name": "bot", "scope": "superuser"}, "scope"),
             ({"name": "bot", "scope": "agent", "roles": "support"}, "roles"),
-            ({"name": "bot", "scope": "agent", "roles": ["support\u0000"]}, "roles[0]"),
+            ({"name": "bot", "scope": "agent", "roles": ["support\u0000"]}, "roles"),
             ({"name": "bot\u0000", "scope": "agent"}, "name"),
             ({"name": "bot", "scope": "agent", "secret": "mine"}, "secret"),
         ],

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from . import __version__
 from .access import endpoints_admin as access_endpoints
@@ -42,6 +43,24 @@ def _field(loc: Sequence[Any]) -> str:
 async def _app_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, AppError)
     return JSONResponse(error.body(), status_code=error.status_code)
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+
+
+async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    """The framework's own errors (unknown route, wrong method, unreadable body) in our shape."""
+    assert isinstance(error, HTTPException)
+    code = _HTTP_CODES.get(error.status_code, "http_error")
+    body = {"error": {"code": code, "message": str(error.detail)}}
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
 
 
 async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
@@ -83,6 +102,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     if database is not None:
         app.state.database = database
     app.add_exception_handler(AppError, _app_error)
+    app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 

@@ -74,7 +74,9 @@ class TestPermissions:
 
     def test_delete_removes_the_permission_and_its_grants(self, admin: Caller) -> None:
         permission = admin.ok(admin.post(PERMISSIONS, {"name": "reports.read"}), 201)
-        created = admin.ok(admin.post(ROLES, {"name": "analyst", "permissions": ["reports.read"]}), 201)
+        created = admin.ok(
+            admin.post(ROLES, {"name": "analyst", "permissions": ["reports.read"]}), 201
+        )
         assert admin.delete(f"{PERMISSIONS}/{permission['id']}").status_code == 204
         assert permission_names(admin) == []
         assert admin.get(f"{PERMISSIONS}/{permission['id']}").status_code == 404
@@ -333,7 +335,9 @@ class TestKeys:
         assert "sneaky" not in [t["name"] for t in admin.ok(admin.get(TOOLS))["items"]]
         assert len(admin.ok(admin.get(KEYS))) == 2
 
-    def test_admin_key_on_the_agent_api_is_403(self, admin: Caller, catalog: dict[str, str]) -> None:
+    def test_admin_key_on_the_agent_api_is_403(
+        self, admin: Caller, catalog: dict[str, str]
+    ) -> None:
         assert error_of(admin.select(SHIPPING), 403)["code"] == "forbidden"
         assert error_of(admin.post("/v1/authorize", {"tool": "order_status"}), 403)
 
@@ -383,7 +387,9 @@ class TestTenants:
     def test_operator_key_creates_a_tenant_whose_admin_key_works(
         self, client: TestClient, admin: Caller, catalog: dict[str, str]
     ) -> None:
-        response = client.post("/admin/v1/tenants", json={"name": "globex"}, headers=operator(client))
+        response = client.post(
+            "/admin/v1/tenants", json={"name": "globex"}, headers=operator(client)
+        )
         assert response.status_code == 201, response.text
         created = response.json()
         assert created["tenant"]["name"] == "globex"
@@ -404,7 +410,9 @@ class TestTenants:
     def test_wrong_operator_key_is_403(self, client: TestClient, admin: Caller) -> None:
         for key in ("wrong-operator-key", OPERATOR_KEY + "x", admin.key):
             response = client.post(
-                "/admin/v1/tenants", json={"name": "globex"}, headers={"Authorization": f"Bearer {key}"}
+                "/admin/v1/tenants",
+                json={"name": "globex"},
+                headers={"Authorization": f"Bearer {key}"},
             )
             assert error_of(response, 403)["code"] == "forbidden"
 
@@ -412,7 +420,9 @@ class TestTenants:
         self, client_without_operator_key: TestClient
     ) -> None:
         response = client_without_operator_key.post(
-            "/admin/v1/tenants", json={"name": "globex"}, headers=operator(client_without_operator_key)
+            "/admin/v1/tenants",
+            json={"name": "globex"},
+            headers=operator(client_without_operator_key),
         )
         assert error_of(response, 403)["code"] == "forbidden"
 
@@ -426,7 +436,9 @@ class TestTenants:
 
     def test_patch_renames_and_merges_settings(self, admin: Caller) -> None:
         admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"a": 1, "b": 2}}))
-        patched = admin.ok(admin.patch("/admin/v1/tenant", {"name": "acme-2", "settings": {"b": 3}}))
+        patched = admin.ok(
+            admin.patch("/admin/v1/tenant", {"name": "acme-2", "settings": {"b": 3}})
+        )
         assert patched["name"] == "acme-2"
         assert patched["settings"] == {"a": 1, "b": 3}
         assert admin.ok(admin.get("/admin/v1/tenant")) == patched

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
 from .schemas import (
+    NAME_PATTERN,
     KeyCreate,
     KeyCreated,
     KeyRead,
@@ -22,6 +24,8 @@ from .service import access as access_service
 permissions = APIRouter(prefix="/permissions", tags=["permissions"], responses=ERRORS)
 roles = APIRouter(prefix="/roles", tags=["roles"], responses=ERRORS)
 keys = APIRouter(prefix="/keys", tags=["keys"], responses=ERRORS)
+
+PermissionName = Annotated[str, Path(pattern=NAME_PATTERN, description="Permission name.")]
 
 
 @permissions.post("", response_model=PermissionRead, status_code=201)
@@ -79,13 +83,13 @@ def delete_role(role_id: UUID, ctx: AdminContext) -> None:
 
 
 @roles.put("/{role_id}/permissions/{permission}", response_model=RoleRead)
-def grant_permission(role_id: UUID, permission: str, ctx: AdminContext) -> RoleView:
+def grant_permission(role_id: UUID, permission: PermissionName, ctx: AdminContext) -> RoleView:
     """Grant a permission (by name); takes effect at the callers' next select."""
     return access_service.grant(ctx.session, role_id, permission)
 
 
 @roles.delete("/{role_id}/permissions/{permission}", response_model=RoleRead)
-def revoke_permission(role_id: UUID, permission: str, ctx: AdminContext) -> RoleView:
+def revoke_permission(role_id: UUID, permission: PermissionName, ctx: AdminContext) -> RoleView:
     """Revoke a permission; it is gone at the callers' next select."""
     return access_service.revoke(ctx.session, role_id, permission)
 

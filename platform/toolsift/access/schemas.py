@@ -6,13 +6,13 @@ from uuid import UUID
 
 from pydantic import Field
 
-from ..kit.schemas import ReadSchema, Schema
+from ..kit.schemas import ReadSchema, StoredSchema
 
 # Names that read well in URLs, logs and SQL; dots allowed for `crm.read`-style permissions.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$"
 
 
-class PermissionCreate(Schema):
+class PermissionCreate(StoredSchema):
     name: str = Field(pattern=NAME_PATTERN, examples=["billing.refund"])
     description: str = Field(default="", max_length=1000)
 
@@ -24,7 +24,7 @@ class PermissionRead(ReadSchema):
     created_at: datetime
 
 
-class RoleCreate(Schema):
+class RoleCreate(StoredSchema):
     name: str = Field(pattern=NAME_PATTERN, examples=["support"])
     description: str = Field(default="", max_length=1000)
     permissions: list[str] = Field(
@@ -32,7 +32,7 @@ class RoleCreate(Schema):
     )
 
 
-class RoleUpdate(Schema):
+class RoleUpdate(StoredSchema):
     description: str | None = Field(default=None, max_length=1000)
     permissions: list[str] | None = Field(
         default=None, max_length=1000, description="Replaces the role's grants when given."
@@ -47,7 +47,7 @@ class RoleRead(ReadSchema):
     created_at: datetime
 
 
-class KeyCreate(Schema):
+class KeyCreate(StoredSchema):
     name: str = Field(min_length=1, max_length=200, examples=["support-bot"])
     scope: Literal["admin", "agent"]
     roles: list[str] = Field(

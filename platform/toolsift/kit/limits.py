@@ -20,20 +20,27 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(send)
             return
+        # Read the body here, before the app: an overflow raised from inside the app's own
+        # read would reach the framework's body parsing (a 400), not this middleware.
+        messages: list[Message] = []
         seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
             seen += len(message.get("body", b""))
             if seen > self.max_bytes:
-                raise _TooLarge
-            return message
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        buffered = iter(messages)
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await self._refuse(send)
+        async def replay() -> Message:
+            return next(buffered, None) or await receive()
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps(
@@ -56,7 +63,3 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ..kit.text import scrub
 from ..lexical.analysis import expand_identifiers
+from ..tools.schemas import TOOL_NAME_PATTERN
 from .schemas import Message, SelectRequest
+
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
 def _texts(message: Message) -> Iterable[str]:
@@ -41,4 +45,6 @@ def used_tools(request: SelectRequest) -> list[str]:
             if isinstance(function, dict) and isinstance(function.get("name"), str):
                 names.append(function["name"])
     names += request.task.recent_tools
-    return list(dict.fromkeys(reversed(names)))
+    # A name no registry tool can have (NUL, spaces, SQL) is dropped, not looked up.
+    valid = (n for n in reversed(names) if _TOOL_NAME.fullmatch(n))
+    return list(dict.fromkeys(valid))

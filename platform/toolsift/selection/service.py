@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.orm import Session
 
@@ -16,6 +19,7 @@ from ..auth.deps import Principal
 from ..errors import Forbidden
 from ..models import SelectionLog, Tool
 from ..tools.definitions import render
+from ..tools.schemas import TOOL_NAME_PATTERN
 from . import bm25
 from .query import build_query, used_tools
 from .schemas import (
@@ -25,6 +29,8 @@ from .schemas import (
     SelectRequest,
     SelectResponse,
 )
+
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 # Ranked candidates considered for the budget: enough to skip big ones and try smaller ones.
 CANDIDATE_POOL = 100
@@ -190,18 +196,24 @@ class SelectionService:
         """Selection narrows the menu; this is the check at execution time."""
         roles = resolve_roles(principal, request.roles)
         apply_roles(session, principal, roles)
-        tool = session.scalar(
-            select(Tool).where(Tool.name == request.tool, Tool.deleted_at.is_(None))
-        )
+        tool = None
+        if _TOOL_NAME.fullmatch(request.tool):
+            tool = session.scalar(
+                select(Tool).where(Tool.name == request.tool, Tool.deleted_at.is_(None))
+            )
         if tool is None:
             # Unknown and forbidden read the same: the answer never confirms a hidden tool.
             return AuthorizeResponse(allowed=False, reason="no such tool for this caller")
         if request.arguments is not None:
-            validator = Draft202012Validator(tool.input_schema)
-            errors = sorted(
-                f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}"
-                for e in validator.iter_errors(request.arguments)
-            )
+            # An empty registry: a `$ref` is never fetched, whatever the schema says.
+            validator = Draft202012Validator(tool.input_schema, registry=Registry())
+            try:
+                errors = sorted(
+                    f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}"
+                    for e in validator.iter_errors(request.arguments)
+                )
+            except Unresolvable:
+                errors = ["(schema): the tool's input schema has an unresolvable $ref"]
             if errors:
                 return AuthorizeResponse(
                     allowed=False, reason="arguments do not match the input schema", errors=errors

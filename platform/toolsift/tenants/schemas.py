@@ -7,14 +7,14 @@ from uuid import UUID
 from pydantic import Field
 
 from ..access.schemas import KeyCreated
-from ..kit.schemas import ReadSchema, Schema
+from ..kit.schemas import ReadSchema, Schema, StoredSchema
 
 
-class TenantCreate(Schema):
+class TenantCreate(StoredSchema):
     name: str = Field(min_length=1, max_length=200, examples=["acme-support"])
 
 
-class TenantUpdate(Schema):
+class TenantUpdate(StoredSchema):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     settings: dict[str, Any] | None = Field(
         default=None, description="Per-tenant retrieval settings (merged into the current ones)."

@@ -7,11 +7,13 @@ from uuid import UUID
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from ..access.schemas import NAME_PATTERN
-from ..kit.schemas import ReadSchema, Schema
-from ..kit.text import find_nul
+from ..kit.schemas import ReadSchema, Schema, StoredSchema
 
 # Valid as a tool name for Anthropic, OpenAI and MCP alike.
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -44,19 +46,41 @@ def check_input_schema(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"not a valid JSON Schema at {where}: {error.message}") from None
     if value.get("type") != "object":
         raise ValueError('must describe an object ("type": "object")')
+    _check_refs(value)
     return value
 
 
-class _ToolFields(Schema):
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        if (path := find_nul(data)) is not None:
-            raise ValueError(f"{path}: NUL characters are not allowed")
-        return data
+def _check_refs(value: dict[str, Any]) -> None:
+    """Every `$ref` must resolve inside the schema: nothing is ever fetched to validate a
+    call, and a dangling reference would only fail later, at `/v1/authorize`."""
+    uri = "urn:toolsift:input-schema"
+    root = DRAFT202012.create_resource(value)
+    pending = [(root, Registry().with_resource(uri, root).resolver(base_uri=uri))]
+    while pending:
+        resource, parent = pending.pop()
+        resolver = parent.in_subresource(resource)
+        if isinstance(resource.contents, dict):
+            for keyword in ("$ref", "$dynamicRef"):
+                ref = resource.contents.get(keyword)
+                if not isinstance(ref, str):
+                    continue
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable:
+                    raise ValueError(
+                        f"{keyword} {ref!r} does not resolve inside the schema"
+                        " (references are never fetched)"
+                    ) from None
+        pending.extend((sub, resolver) for sub in resource.subresources())
 
 
-class ToolCreate(_ToolFields):
+def check_examples(value: list[str]) -> list[str]:
+    if any(len(e) > 1000 for e in value):
+        raise ValueError("each example must be at most 1000 characters")
+    return value
+
+
+class ToolCreate(StoredSchema):
     model_config = ConfigDict(
         from_attributes=True, extra="forbid", json_schema_extra={"examples": [EXAMPLE_TOOL]}
     )
@@ -81,12 +105,10 @@ class ToolCreate(_ToolFields):
     @field_validator("examples")
     @classmethod
     def _examples(cls, value: list[str]) -> list[str]:
-        if any(len(e) > 1000 for e in value):
-            raise ValueError("each example must be at most 1000 characters")
-        return value
+        return check_examples(value)
 
 
-class ToolUpdate(_ToolFields):
+class ToolUpdate(StoredSchema):
     """Fields to change; a changed definition gets a new version at the same position."""
 
     title: str | None = Field(default=None, max_length=200)
@@ -101,20 +123,15 @@ class ToolUpdate(_ToolFields):
     def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return None if value is None else check_input_schema(value)
 
+    @field_validator("examples")
+    @classmethod
+    def _examples(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_examples(value)
+
 
 class ToolBulkUpsert(Schema):
+    # Names must be unique in the request: the service checks it, naming `tools[i].name`.
     tools: list[ToolCreate] = Field(min_length=1, max_length=1000)
-
-    @model_validator(mode="after")
-    def _unique_names(self) -> ToolBulkUpsert:
-        seen: dict[str, int] = {}
-        for i, tool in enumerate(self.tools):
-            if tool.name in seen:
-                raise ValueError(
-                    f"tools[{i}].name: duplicate name {tool.name!r} (also tools[{seen[tool.name]}])"
-                )
-            seen[tool.name] = i
-        return self
 
 
 class ToolRead(ReadSchema):

@@ -43,6 +43,14 @@ class ToolService:
     ) -> UpsertResult:
         """Create or update by name. Unchanged tools keep version and position; a deleted
         tool with the same name comes back at its old position with a new version."""
+        seen: dict[str, int] = {}
+        for index, item in enumerate(items):
+            if item.name in seen:
+                raise Unprocessable(
+                    f"duplicate name {item.name!r} (also {field}[{seen[item.name]}])",
+                    field=f"{field}[{index}].name" if field else "name",
+                )
+            seen[item.name] = index
         permission_ids = self._permission_ids(session, items, field=field)
         existing = {
             t.name: t
