@@ -30,6 +30,7 @@ TENANT_TABLES = [
     "selection_logs",
     "tool_calls",
 ]
+PUBLIC_BUCKET = "00000000-0000-0000-0000-000000000000"
 CURRENT_TENANT = "NULLIF((SELECT current_setting('app.tenant_id', true)), '')::uuid"
 # app.permissions holds the caller's permission ids (comma separated), or '*' for admins.
 # Unset or empty means: public tools only. RESTRICTIVE, so it is AND-ed with the tenant policy;
@@ -41,6 +42,10 @@ PERMITTED = """(
         string_to_array(NULLIF((SELECT current_setting('app.permissions', true)), '*'), ',')::uuid[]
     )
 )"""
+
+STATS_PERMITTED = PERMITTED.replace(
+    "required_permission_id IS NULL", f"permission_key = '{PUBLIC_BUCKET}'::uuid"
+).replace("required_permission_id", "permission_key")
 
 
 def _create_app_role() -> None:
@@ -75,6 +80,13 @@ def _enable_row_level_security() -> None:
         op.execute(
             f"CREATE POLICY tool_permission ON {table} AS RESTRICTIVE "
             f"USING {PERMITTED} WITH CHECK {PERMITTED}"
+        )
+    # Statistics are bucketed by permission (nil UUID = public): a caller's idf and average
+    # length come from its allowed catalog only.
+    for table in ["term_stats", "corpus_stats"]:
+        op.execute(
+            f"CREATE POLICY tool_permission ON {table} AS RESTRICTIVE "
+            f"USING {STATS_PERMITTED} WITH CHECK {STATS_PERMITTED}"
         )
 
 
@@ -121,6 +133,7 @@ def upgrade() -> None:
     op.create_table(
         "corpus_stats",
         sa.Column("tenant_id", sa.UUID(), nullable=False),
+        sa.Column("permission_key", sa.UUID(), nullable=False),
         sa.Column("doc_count", sa.Integer(), nullable=False),
         sa.Column("total_length", sa.Double(), nullable=False),
         sa.ForeignKeyConstraint(
@@ -129,7 +142,7 @@ def upgrade() -> None:
             name=op.f("fk_corpus_stats_tenant_id_tenants"),
             ondelete="CASCADE",
         ),
-        sa.PrimaryKeyConstraint("tenant_id", name=op.f("pk_corpus_stats")),
+        sa.PrimaryKeyConstraint("tenant_id", "permission_key", name=op.f("pk_corpus_stats")),
     )
     op.create_table(
         "permissions",
@@ -215,6 +228,7 @@ def upgrade() -> None:
         "term_stats",
         sa.Column("tenant_id", sa.UUID(), nullable=False),
         sa.Column("term", sa.Text(), nullable=False),
+        sa.Column("permission_key", sa.UUID(), nullable=False),
         sa.Column("df", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(
             ["tenant_id"],
@@ -222,7 +236,7 @@ def upgrade() -> None:
             name=op.f("fk_term_stats_tenant_id_tenants"),
             ondelete="CASCADE",
         ),
-        sa.PrimaryKeyConstraint("tenant_id", "term", name=op.f("pk_term_stats")),
+        sa.PrimaryKeyConstraint("tenant_id", "term", "permission_key", name=op.f("pk_term_stats")),
     )
     op.create_table(
         "api_key_roles",

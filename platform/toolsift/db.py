@@ -15,8 +15,11 @@ from .config import APP_ROLE, normalise_database_url
 
 ALL_PERMISSIONS = "*"
 
+# The role again, transaction-locally: it survives a pooler's RESET ALL / DISCARD ALL between
+# transactions, which would drop the connection-level SET ROLE below.
 _SET_TENANT = text(
-    "SELECT set_config('app.tenant_id', :tenant_id, true),"
+    f"SELECT set_config('role', '{APP_ROLE}', true),"
+    " set_config('app.tenant_id', :tenant_id, true),"
     " set_config('app.permissions', :permissions, true)"
 )
 

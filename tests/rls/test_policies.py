@@ -123,7 +123,12 @@ class TestCatalog:
             WHERE polname = 'tool_permission' ORDER BY 1
             """
         ).fetchall()
-        assert rows == [("tool_terms", False), ("tools", False)]
+        assert rows == [
+            ("corpus_stats", False),
+            ("term_stats", False),
+            ("tool_terms", False),
+            ("tools", False),
+        ]
 
     def test_keys_and_indexes_lead_with_tenant_id(
         self, owner_conn: OwnerConn, tenant_tables: list[str]

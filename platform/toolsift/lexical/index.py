@@ -1,6 +1,11 @@
 """The BM25 index: postings and per-tenant statistics, written in the tool's own transaction.
 
 A tool is findable by BM25 the moment its write commits; there is no index lag to monitor.
+
+Statistics are kept per (tenant, required permission) bucket, public tools in the nil-UUID
+bucket. Row-level security shows a caller only the buckets it may use, so document counts,
+lengths and document frequencies are those of the caller's allowed catalog: a hidden tool
+moves no score the caller can see.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ _ANALYSE = text(
 _REMOVE = text(
     """
     DELETE FROM tool_terms WHERE tenant_id = :tenant_id AND tool_id = ANY(CAST(:tool_ids AS uuid[]))
-    RETURNING term
+    RETURNING term, required_permission_id
     """
 )
 _INSERT = text(
@@ -41,10 +46,11 @@ _INSERT = text(
 )
 _BUMP_DF = text(
     """
-    INSERT INTO term_stats (tenant_id, term, df)
-    SELECT :tenant_id, d.term, d.delta
-    FROM unnest(CAST(:terms AS text[]), CAST(:deltas AS int[])) AS d(term, delta)
-    ON CONFLICT (tenant_id, term) DO UPDATE SET df = term_stats.df + excluded.df
+    INSERT INTO term_stats (tenant_id, permission_key, term, df)
+    SELECT :tenant_id, d.permission_key, d.term, d.delta
+    FROM unnest(CAST(:keys AS uuid[]), CAST(:terms AS text[]), CAST(:deltas AS int[]))
+         AS d(permission_key, term, delta)
+    ON CONFLICT (tenant_id, permission_key, term) DO UPDATE SET df = term_stats.df + excluded.df
     """
 )
 _DROP_EMPTY = text(
@@ -53,13 +59,20 @@ _DROP_EMPTY = text(
 )
 _BUMP_CORPUS = text(
     """
-    INSERT INTO corpus_stats (tenant_id, doc_count, total_length)
-    VALUES (:tenant_id, :count, :length)
-    ON CONFLICT (tenant_id) DO UPDATE
+    INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length)
+    SELECT :tenant_id, c.permission_key, c.count, c.length
+    FROM unnest(CAST(:keys AS uuid[]), CAST(:counts AS int[]), CAST(:lengths AS float8[]))
+         AS c(permission_key, count, length)
+    ON CONFLICT (tenant_id, permission_key) DO UPDATE
     SET doc_count = corpus_stats.doc_count + excluded.doc_count,
         total_length = corpus_stats.total_length + excluded.total_length
     """
 )
+PUBLIC = UUID(int=0)
+
+
+def bucket(permission_id: UUID | None) -> UUID:
+    return permission_id or PUBLIC
 
 
 def reindex(
@@ -68,29 +81,36 @@ def reindex(
     *,
     indexed: Sequence[Tool],
     removed: Sequence[Tool] = (),
-    previous_lengths: dict[UUID, float] | None = None,
+    previous: dict[UUID, tuple[float, UUID | None]] | None = None,
     weights: FieldWeights = DEFAULT_WEIGHTS,
 ) -> None:
     """Replace the postings of `indexed` tools, drop those of `removed` ones, fix the statistics.
 
-    `previous_lengths` maps tools that were live before this write to their old document
-    length, so the corpus totals move by exactly the change.
+    `previous` maps each tool that was live before this write to its old document length and
+    required permission, so every statistics bucket moves by exactly the change.
     """
-    previous_lengths = previous_lengths or {}
+    previous = previous or {}
     touched = [t.id for t in (*indexed, *removed)]
     if not touched:
         return
-    df_delta: Counter[str] = Counter()
-    for (term,) in session.execute(_REMOVE, {"tenant_id": tenant_id, "tool_ids": touched}):
-        df_delta[term] -= 1
+    df_delta: Counter[tuple[UUID, str]] = Counter()
+    for term, permission_id in session.execute(
+        _REMOVE, {"tenant_id": tenant_id, "tool_ids": touched}
+    ):
+        df_delta[bucket(permission_id), term] -= 1
 
     postings = _analyse(session, indexed, weights)
-    lengths = {tool_id: sum(terms.values()) for tool_id, terms in postings.items()}
     rows: dict[str, list[object]] = defaultdict(list)
+    docs: Counter[UUID] = Counter()
+    lengths: defaultdict[UUID, float] = defaultdict(float)
     for tool in indexed:
-        tool.doc_length = lengths.get(tool.id, 0.0)
-        for term, tf in postings.get(tool.id, {}).items():
-            df_delta[term] += 1
+        terms = postings.get(tool.id, {})
+        tool.doc_length = sum(terms.values())
+        key = bucket(tool.required_permission_id)
+        docs[key] += 1
+        lengths[key] += tool.doc_length
+        for term, tf in terms.items():
+            df_delta[key, term] += 1
             rows["terms"].append(term)
             rows["tool_ids"].append(tool.id)
             rows["tfs"].append(tf)
@@ -100,19 +120,33 @@ def reindex(
     if rows:
         session.execute(_INSERT, {"tenant_id": tenant_id, **rows})
 
-    changed = {term: delta for term, delta in df_delta.items() if delta}
-    if changed:
-        terms = list(changed)
-        params = {"tenant_id": tenant_id, "terms": terms}
-        session.execute(_BUMP_DF, {**params, "deltas": [changed[t] for t in terms]})
-        session.execute(_DROP_EMPTY, params)
+    for tool in (*indexed, *removed):
+        if tool.id in previous:
+            length, permission_id = previous[tool.id]
+            docs[bucket(permission_id)] -= 1
+            lengths[bucket(permission_id)] -= length
 
-    count = len(indexed) - sum(1 for t in indexed if t.id in previous_lengths)
-    count -= sum(1 for t in removed if t.id in previous_lengths)
-    length = sum(t.doc_length for t in indexed) - sum(
-        previous_lengths.get(t.id, 0.0) for t in (*indexed, *removed)
+    changed = [(key, term, delta) for (key, term), delta in df_delta.items() if delta]
+    if changed:
+        changed_terms = [term for _, term, _ in changed]
+        params = {
+            "tenant_id": tenant_id,
+            "keys": [key for key, _, _ in changed],
+            "terms": changed_terms,
+            "deltas": [delta for _, _, delta in changed],
+        }
+        session.execute(_BUMP_DF, params)
+        session.execute(_DROP_EMPTY, {"tenant_id": tenant_id, "terms": changed_terms})
+    buckets = sorted(set(docs) | set(lengths))
+    session.execute(
+        _BUMP_CORPUS,
+        {
+            "tenant_id": tenant_id,
+            "keys": buckets,
+            "counts": [docs[k] for k in buckets],
+            "lengths": [lengths[k] for k in buckets],
+        },
     )
-    session.execute(_BUMP_CORPUS, {"tenant_id": tenant_id, "count": count, "length": length})
 
 
 def _analyse(

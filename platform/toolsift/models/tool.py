@@ -81,12 +81,17 @@ class ToolTerm(TenantScoped, Base):
 
 
 class TermStat(TenantScoped, Base):
-    """Per-tenant document frequency: one tenant's text never moves another's scores."""
+    """Document frequency per tenant and permission bucket (nil UUID = public tools).
+
+    One tenant's text never moves another's scores, and RLS shows a caller only the buckets
+    it may use, so a hidden tool never moves the caller's scores either.
+    """
 
     __tablename__ = "term_stats"
     __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
 
     term: Mapped[str] = mapped_column(Text, primary_key=True)
+    permission_key: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     df: Mapped[int] = mapped_column(Integer)
 
 
@@ -94,5 +99,6 @@ class CorpusStat(TenantScoped, Base):
     __tablename__ = "corpus_stats"
     __table_args__ = (ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),)
 
+    permission_key: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     doc_count: Mapped[int] = mapped_column(Integer, default=0)
     total_length: Mapped[float] = mapped_column(Double, default=0.0)

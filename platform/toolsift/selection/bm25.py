@@ -1,7 +1,8 @@
 """BM25 in one statement over the postings the caller may see.
 
 Row-level security on `tool_terms` drops other tenants' postings and forbidden tools'
-postings before the sum: a forbidden tool is never scored, so it can never take a slot.
+postings before the sum: a forbidden tool is never scored, so it can never take a slot. The
+same policy on the statistics makes idf and average length those of the allowed catalog.
 """
 
 from __future__ import annotations
@@ -23,15 +24,20 @@ _SCORE = text(
         SELECT DISTINCT lexeme AS term
         FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))
     ),
+    -- Statistics of the caller's allowed catalog: RLS keeps only the permission buckets
+    -- it may use. Sums run in bucket order, for the same floats whatever the plan.
     c AS (
-        SELECT doc_count::float8 AS n,
-               CASE WHEN doc_count > 0 THEN total_length / doc_count ELSE 1 END AS avgdl
+        SELECT sum(doc_count)::float8 AS n,
+               CASE WHEN sum(doc_count) > 0
+                    THEN sum(total_length ORDER BY permission_key) / sum(doc_count)
+                    ELSE 1 END AS avgdl
         FROM corpus_stats WHERE tenant_id = :tenant_id
     ),
     w AS (
-        SELECT s.term, ln(1 + (c.n - s.df + 0.5) / (s.df + 0.5)) AS idf
+        SELECT s.term, ln(1 + (c.n - sum(s.df) + 0.5) / (sum(s.df) + 0.5)) AS idf
         FROM term_stats s JOIN q ON q.term = s.term CROSS JOIN c
         WHERE s.tenant_id = :tenant_id
+        GROUP BY s.term, c.n
     )
     SELECT p.tool_id,
            -- ORDER BY term: the same float sum whatever plan the planner picks.

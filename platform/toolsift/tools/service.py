@@ -56,7 +56,11 @@ class ToolService:
             t.name: t
             for t in session.scalars(select(Tool).where(Tool.name.in_([i.name for i in items])))
         }
-        previous_lengths = {t.id: t.doc_length for t in existing.values() if t.deleted_at is None}
+        previous = {
+            t.id: (t.doc_length, t.required_permission_id)
+            for t in existing.values()
+            if t.deleted_at is None
+        }
         now = datetime.now(UTC)
         created: list[Tool] = []
         changed: list[Tool] = []
@@ -93,7 +97,7 @@ class ToolService:
                 tool.updated_at = now
             session.add_all(created)
         session.flush()
-        reindex(session, tenant_id, indexed=[*created, *changed], previous_lengths=previous_lengths)
+        reindex(session, tenant_id, indexed=[*created, *changed], previous=previous)
         session.flush()
         by_name = {t.name: t for t in (*existing.values(), *created)}
         result = [
@@ -136,11 +140,11 @@ class ToolService:
         tool = self.get(session, tool_id)
         if tool.deleted_at is not None:
             return
-        previous = {tool.id: tool.doc_length}
+        previous = {tool.id: (tool.doc_length, tool.required_permission_id)}
         tool.deleted_at = datetime.now(UTC)
         tool.updated_at = tool.deleted_at
         session.flush()
-        reindex(session, tool.tenant_id, indexed=[], removed=[tool], previous_lengths=previous)
+        reindex(session, tool.tenant_id, indexed=[], removed=[tool], previous=previous)
 
     def get(self, session: Session, tool_id: UUID) -> Tool:
         tool = session.get(Tool, (session.info["tenant_id"], tool_id))
