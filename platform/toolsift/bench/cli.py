@@ -1,0 +1,75 @@
+"""`toolsift bench ...`: mounted by the main CLI with `app.add_typer(bench_app, name="bench")`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .report import render
+from .run import Options, benchmark
+from .synthetic import Sizes
+
+app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
+
+
+@app.callback()
+def _group() -> None:
+    """Benchmarks that print figures."""  # a callback keeps `select` a subcommand
+
+
+@app.command("select")
+def select_command(
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic catalogs and queries.")] = 7,
+    concurrency: Annotated[int, typer.Option(min=1, help="Concurrent HTTP clients.")] = 8,
+    duration: Annotated[
+        float, typer.Option(min=0.1, help="Measured seconds per catalog (after warm-up).")
+    ] = 10.0,
+    requests: Annotated[
+        int, typer.Option(min=1, help="At most this many measured requests per catalog.")
+    ] = 100_000,
+    workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes.")] = 2,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
+    ] = None,
+    small_tenants: Annotated[int, typer.Option(min=0, help="Number of small tenants.")] = 98,
+    small_min: Annotated[int, typer.Option(min=1, help="Fewest tools of a small tenant.")] = 20,
+    small_max: Annotated[int, typer.Option(min=1, help="Most tools of a small tenant.")] = 50,
+    big: Annotated[int, typer.Option(min=0, help="Tools of the big tenant.")] = 1000,
+    huge: Annotated[int, typer.Option(min=0, help="Tools of the huge tenant.")] = 10_000,
+    queries: Annotated[
+        int, typer.Option(min=1, help="Queries for the big and huge tenants.")
+    ] = 400,
+    explain: Annotated[
+        bool, typer.Option(help="Print EXPLAIN (ANALYZE, BUFFERS) of the scoring SQL.")
+    ] = False,
+) -> None:
+    """Load 100 synthetic tenants into a private embedded stack, then measure POST /v1/select
+    over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets."""
+    if small_min > small_max:
+        raise typer.BadParameter("--small-min must not exceed --small-max")
+    console = Console()
+    options = Options(
+        seed=seed,
+        concurrency=concurrency,
+        duration=duration,
+        max_requests=requests,
+        workers=workers,
+        sizes=Sizes(
+            small_tenants=small_tenants,
+            small_min=small_min,
+            small_max=small_max,
+            big=big,
+            huge=huge,
+            queries=queries,
+        ),
+        explain=explain,
+    )
+    result = benchmark(options, log=lambda line: console.log(line))
+    render(result, console)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        console.print(f"figures written to {json_path}")

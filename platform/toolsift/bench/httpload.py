@@ -1,0 +1,182 @@
+"""Concurrent HTTP clients against POST /v1/select, bounded in time and in count.
+
+Threads with one keep-alive httpx.Client each: the loop is short and the work is waiting on
+the socket, so the GIL costs little; bodies are encoded up front to keep the generator cheap
+on a machine whose cores it shares with the server it measures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .stats import CpuMeter, Latency
+from .synthetic import Query
+
+K = 5
+BUDGET_TOKENS = 4000
+
+
+@dataclass(frozen=True)
+class Job:
+    """One prepared request: whose key, which body, which tool it should find."""
+
+    authorization: str
+    body: bytes
+    target: str | None
+
+
+def job(agent_key: str, query: Query) -> Job:
+    body = {
+        "messages": [{"role": "user", "content": query.text}],
+        "k": K,
+        "budget_tokens": BUDGET_TOKENS,
+        "mode": "bm25",
+    }
+    return Job(f"Bearer {agent_key}", json.dumps(body).encode(), query.target)
+
+
+@dataclass
+class HttpResult:
+    concurrency: int
+    seconds: float
+    ok: int
+    errors: int
+    latency: Latency
+    first_error: str | None = None
+    hits: int = 0
+    judged: int = 0
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.ok / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "seconds": self.seconds,
+            "ok": self.ok,
+            "errors": self.errors,
+            "first_error": self.first_error,
+            "selects_per_second": self.throughput,
+            "latency_ms": self.latency.as_dict(),
+            "hit_at_k": self.hits / self.judged if self.judged else None,
+            "cpu_seconds": self.cpu_seconds,
+            "cpu_ms_per_select": {
+                k: v * 1000 / self.ok if self.ok else None for k, v in self.cpu_seconds.items()
+            },
+        }
+
+
+def check_local(url: str) -> None:
+    """The load run may only ever hit this machine."""
+    if urlsplit(url).hostname != "127.0.0.1":
+        raise ValueError(f"refusing to load {url}: only 127.0.0.1 is allowed")
+
+
+def run(
+    base_url: str,
+    jobs: list[Job],
+    *,
+    concurrency: int,
+    duration: float,
+    max_requests: int,
+    warmup: float,
+    meter: CpuMeter | None = None,
+    judge: bool = False,
+) -> HttpResult:
+    """Warm up for `warmup` s, then measure for `duration` s or `max_requests`, whichever first.
+
+    `judge` parses each answer to count whether the query's target came back (hit@k): only
+    for the concurrency-1 pass, where the client's JSON work cannot crowd the server.
+    """
+    check_local(base_url)
+    if not jobs:
+        raise ValueError("no requests to send")
+    sequence = itertools.count()  # next() on a count is atomic under the GIL
+    tickets = itertools.count()
+    stop = threading.Event()
+    measure_from = time.perf_counter() + warmup
+    until = measure_from + duration
+    samples: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0] * concurrency
+    hits = [0] * concurrency
+    judged = [0] * concurrency
+    ends = [measure_from] * concurrency
+    first_error: list[str] = []
+
+    def client_loop(slot: int) -> None:
+        with httpx.Client(base_url=base_url, timeout=30.0) as client:
+            while not stop.is_set():
+                started = time.perf_counter()
+                if started >= until:
+                    return
+                measured = started >= measure_from
+                if measured and next(tickets) >= max_requests:
+                    return
+                item = jobs[next(sequence) % len(jobs)]
+                failure: str | None = None
+                try:
+                    response = client.post(
+                        "/v1/select",
+                        content=item.body,
+                        headers={
+                            "authorization": item.authorization,
+                            "content-type": "application/json",
+                        },
+                    )
+                    if response.status_code != 200:
+                        failure = f"HTTP {response.status_code}: {response.text[:200]}"
+                except httpx.HTTPError as error:
+                    response = None
+                    failure = f"{type(error).__name__}: {error}"
+                finished = time.perf_counter()
+                if not measured:
+                    continue
+                ends[slot] = finished
+                if failure is not None:
+                    errors[slot] += 1
+                    if not first_error:
+                        first_error.append(failure)
+                    continue
+                samples[slot].append((finished - started) * 1000)
+                if judge and item.target is not None and response is not None:
+                    judged[slot] += 1
+                    names = {t.get("name") for t in response.json()["tools"]}
+                    hits[slot] += item.target in names
+
+    threads = [
+        threading.Thread(target=client_loop, args=(i,), name=f"client-{i}", daemon=True)
+        for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(max(0.0, measure_from - time.perf_counter()))
+        if meter is not None:
+            meter.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        stop.set()
+    cpu = meter.stop() if meter is not None else {}
+    latencies = [s for per_client in samples for s in per_client]
+    return HttpResult(
+        concurrency=concurrency,
+        seconds=max(ends) - measure_from,
+        ok=len(latencies),
+        errors=sum(errors),
+        latency=Latency.of(latencies),
+        first_error=first_error[0] if first_error else None,
+        hits=sum(hits),
+        judged=sum(judged),
+        cpu_seconds=cpu,
+    )

@@ -1,0 +1,95 @@
+"""The select path measured in layers, in this process, to show where HTTP time goes.
+
+* `score`: just `bm25.score`, the one SQL statement, inside a unit of work whose
+  permissions are the agent's (RLS applies exactly as in production);
+* `service`: `selection.select` plus its transaction (begin, roles, score, tool rows,
+  catalog total, selection log, commit), i.e. everything except HTTP, JSON and auth.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from ..auth.deps import Principal
+from ..db import Database
+from ..lexical.analysis import TEXT_SEARCH_CONFIG
+from ..selection import bm25
+from ..selection.query import build_query
+from ..selection.schemas import Message, SelectRequest
+from ..selection.service import CANDIDATE_POOL, apply_roles, resolve_roles
+from ..selection.service import selection as selection_service
+from .httpload import BUDGET_TOKENS, K
+from .load import Tenant
+from .stats import Latency
+from .synthetic import Query
+
+
+@dataclass
+class LayerResult:
+    score: Latency
+    service: Latency
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"score_ms": self.score.as_dict(), "service_ms": self.service.as_dict()}
+
+
+def _request(query: Query) -> SelectRequest:
+    return SelectRequest(
+        messages=[Message(role="user", content=query.text)], k=K, budget_tokens=BUDGET_TOKENS
+    )
+
+
+def _principal(tenant: Tenant) -> Principal:
+    return Principal(
+        tenant.tenant_id, tenant.key_id, "agent", frozenset(tenant.catalog.agent_roles)
+    )
+
+
+def measure(
+    database: Database, work: list[tuple[Tenant, Query]], *, max_queries: int, warmup: int = 20
+) -> LayerResult:
+    """Each query once per layer, one transaction each, after `warmup` untimed ones."""
+    score_ms: list[float] = []
+    service_ms: list[float] = []
+    for n, (tenant, query) in enumerate([*work[:warmup], *work[:max_queries]]):
+        principal = _principal(tenant)
+        request = _request(query)
+        with database.unit_of_work(tenant.tenant_id) as session:
+            apply_roles(session, principal, resolve_roles(principal, None))
+            text_query = build_query(request)
+            started = time.perf_counter()
+            bm25.score(session, tenant.tenant_id, text_query, limit=CANDIDATE_POOL)
+            elapsed = (time.perf_counter() - started) * 1000
+        if n >= warmup:
+            score_ms.append(elapsed)
+        started = time.perf_counter()
+        with database.unit_of_work(tenant.tenant_id) as session:
+            selection_service.select(session, principal, request)
+        elapsed = (time.perf_counter() - started) * 1000
+        if n >= warmup:
+            service_ms.append(elapsed)
+    return LayerResult(Latency.of(score_ms), Latency.of(service_ms))
+
+
+def explain(database: Database, tenant: Tenant, query: Query) -> list[str]:
+    """EXPLAIN (ANALYZE, BUFFERS) of the scoring statement, as the agent sees the tables."""
+    principal = _principal(tenant)
+    statement = text("EXPLAIN (ANALYZE, BUFFERS) " + bm25._SCORE.text)
+    with database.unit_of_work(tenant.tenant_id) as session:
+        apply_roles(session, principal, resolve_roles(principal, None))
+        rows = session.execute(
+            statement,
+            {
+                "tenant_id": tenant.tenant_id,
+                "query": build_query(_request(query)),
+                "config": TEXT_SEARCH_CONFIG,
+                "k1": bm25.K1,
+                "b": bm25.B,
+                "limit": CANDIDATE_POOL,
+            },
+        )
+        return [str(row[0]) for row in rows]

@@ -1,0 +1,130 @@
+"""Loading the synthetic tenants through the service layer, as PUT /admin/v1/tools would."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import psycopg
+
+from ..access.schemas import KeyCreate, PermissionCreate, RoleCreate
+from ..access.service import access
+from ..db import ALL_PERMISSIONS, Database
+from ..tenants.schemas import TenantCreate
+from ..tenants.service import tenant as tenant_service
+from ..tools.schemas import ToolCreate
+from ..tools.service import tool as tool_service
+from .synthetic import Catalog
+
+#: The admin API's own limit per PUT.
+BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A loaded catalog and the agent key the load run calls with."""
+
+    catalog: Catalog
+    tenant_id: UUID
+    key_id: UUID
+    agent_key: str
+
+
+@dataclass
+class LoadStats:
+    tenants: int = 0
+    tools: int = 0
+    setup_seconds: float = 0.0  # tenants, permissions, roles, keys
+    upsert_seconds: float = 0.0  # tool.upsert + commit, batches of BATCH
+    analyze_seconds: float = 0.0
+    validate_ms_per_tool: float = 0.0
+    #: (tenant name, tools, upsert seconds per batch), in load order.
+    tenant_batches: list[tuple[str, int, list[float]]] = field(default_factory=list)
+
+    @property
+    def tools_per_second(self) -> float:
+        return self.tools / self.upsert_seconds if self.upsert_seconds else 0.0
+
+    def by_class(self) -> dict[str, dict[str, float]]:
+        """Rate per kind of tenant (small ones together), with their slowest batch."""
+        classes: dict[str, dict[str, float]] = {}
+        for name, tools, batches in self.tenant_batches:
+            key = "small" if name.startswith("small-") else name
+            entry = classes.setdefault(key, {"tools": 0, "seconds": 0.0, "slowest_batch": 0.0})
+            entry["tools"] += tools
+            entry["seconds"] += sum(batches)
+            entry["slowest_batch"] = max(entry["slowest_batch"], *batches)
+        for entry in classes.values():
+            entry["tools_per_second"] = entry["tools"] / entry["seconds"] if entry["seconds"] else 0
+        return classes
+
+
+def load_tenant(database: Database, catalog: Catalog, *, pepper: str, stats: LoadStats) -> Tenant:
+    """Tenant, permissions, roles and agent key in one transaction; tools in batches."""
+    started = time.perf_counter()
+    with database.unit_of_work(None) as session:
+        created = tenant_service.create(session, TenantCreate(name=catalog.name), pepper=pepper)
+    tenant_id = created.tenant.id
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        for permission in catalog.permissions:
+            access.create_permission(session, tenant_id, PermissionCreate(name=permission))
+        for role, granted in catalog.roles.items():
+            access.create_role(session, tenant_id, RoleCreate(name=role, permissions=granted))
+        key = access.create_key(
+            session,
+            tenant_id,
+            KeyCreate(name="bench-agent", scope="agent", roles=catalog.agent_roles),
+            pepper=pepper,
+        )
+    stats.setup_seconds += time.perf_counter() - started
+    batches: list[float] = []
+    for first in range(0, len(catalog.tools), BATCH):
+        batch = catalog.tools[first : first + BATCH]
+        started = time.perf_counter()
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tool_service.upsert(session, tenant_id, batch)
+        batches.append(time.perf_counter() - started)
+    stats.tenant_batches.append((catalog.name, len(catalog.tools), batches))
+    stats.upsert_seconds += sum(batches)
+    stats.tenants += 1
+    stats.tools += len(catalog.tools)
+    return Tenant(catalog, tenant_id, key.id, key.secret)
+
+
+def load_all(
+    database: Database,
+    catalogs: list[Catalog],
+    *,
+    pepper: str,
+    progress: Callable[[Catalog], None] | None = None,
+) -> tuple[list[Tenant], LoadStats]:
+    stats = LoadStats()
+    tenants = []
+    for catalog in catalogs:
+        tenants.append(load_tenant(database, catalog, pepper=pepper, stats=stats))
+        if progress is not None:
+            progress(catalog)
+    return tenants, stats
+
+
+def analyze(owner_url: str) -> float:
+    """VACUUM ANALYZE as the owner: a server that has run a while has planner statistics."""
+    started = time.perf_counter()
+    plain = owner_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
+def validation_cost(catalogs: list[Catalog], sample: int = 300) -> float:
+    """ms per tool of ToolCreate validation, which PUT pays and the service-layer load skips."""
+    tools = [t for c in catalogs for t in c.tools][:sample]
+    if not tools:
+        return 0.0
+    dumped = [t.model_dump() for t in tools]
+    started = time.perf_counter()
+    for body in dumped:
+        ToolCreate.model_validate(body)
+    return (time.perf_counter() - started) * 1000 / len(dumped)

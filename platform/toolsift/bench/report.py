@@ -1,0 +1,155 @@
+"""Rich tables for the figures `run.benchmark` returns; the same dict goes to --json."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .httpload import BUDGET_TOKENS, K
+
+
+def _ms(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _hit(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def render(result: dict[str, Any], console: Console) -> None:
+    m, o, load = result["machine"], result["options"], result["load"]
+    console.print(
+        f"[bold]toolsift bench select[/]  {m['date']}  seed {o['seed']}\n"
+        f"machine: {m['nproc']} cores ({m['cpu_model']}), {m['memory_gib']} GiB, "
+        f"Python {m['python']}, PostgreSQL {m.get('postgres', '?')} (embedded, fsync off)\n"
+        f"[yellow]note:[/] the load generator, {o['workers']} uvicorn workers and PostgreSQL "
+        f"share these {m['nproc']} cores; every figure below includes that contention.\n"
+        f"load average (1/5/15 min) at start {m['loadavg_start']}, at end "
+        f"{m.get('loadavg_end', '?')}: anything above the benchmark's own load is other work."
+    )
+    classes = ", ".join(
+        f"{name} {c['tools_per_second']:,.0f} tools/s (slowest batch {c['slowest_batch']:.1f} s)"
+        for name, c in load["by_class"].items()
+    )
+    console.print(
+        f"\n[bold]load[/]: {load['tenants']} tenants, {load['tools']:,} tools via tool.upsert "
+        f"(batches of up to 1,000, one transaction each): [bold]{load['tools_per_second']:,.0f} "
+        f"tools/s[/] overall ({load['upsert_seconds']:.1f} s); by tenant: {classes}. "
+        f"Setup of tenants/roles/keys {load['setup_seconds']:.1f} s, then VACUUM ANALYZE "
+        f"{load['analyze_seconds']:.1f} s. ToolCreate validation, which PUT /admin/v1/tools "
+        f"adds, costs {load['validate_ms_per_tool']:.2f} ms/tool."
+    )
+
+    http = Table(
+        title=f"POST /v1/select over HTTP (mode bm25, k={K}, budget {BUDGET_TOKENS}), "
+        f"concurrency {o['concurrency']}, {o['workers']} uvicorn workers",
+        title_justify="left",
+    )
+    for column in ("catalog", "selects/s", "p50 ms", "p95 ms", "p99 ms", "errors", "requests"):
+        http.add_column(column, justify="left" if column == "catalog" else "right")
+    for column in ("CPU ms/select: api", "postgres", "load gen"):
+        http.add_column(column, justify="right")
+    for g in result["groups"]:
+        h = g["http"]
+        cpu = h["cpu_ms_per_select"]
+        http.add_row(
+            g["label"], _rate(h["selects_per_second"]), _ms(h["latency_ms"]["p50"]),
+            _ms(h["latency_ms"]["p95"]), _ms(h["latency_ms"]["p99"]), str(h["errors"]),
+            f"{h['ok']:,}", _ms(cpu.get("api")), _ms(cpu.get("postgres")),
+            _ms(cpu.get("load generator")),
+        )  # fmt: skip
+    console.print()
+    console.print(http)
+
+    layers = Table(title="Where the time goes, p50 ms per select (unloaded)", title_justify="left")
+    for column in (
+        "catalog",
+        "SQL score only",
+        "service in-process",
+        "HTTP, 1 client",
+        f"HTTP, {o['concurrency']} clients",
+        "bm25s in-process",
+        "hit@5 toolsift",
+        "hit@5 bm25s",
+    ):
+        layers.add_column(column, justify="left" if column == "catalog" else "right")
+    for g in result["groups"]:
+        layers.add_row(
+            g["label"], _ms(g["inprocess"]["score_ms"]["p50"]),
+            _ms(g["inprocess"]["service_ms"]["p50"]), _ms(g["http_c1"]["latency_ms"]["p50"]),
+            _ms(g["http"]["latency_ms"]["p50"]), _ms(g["bm25s"]["latency_ms"]["p50"]),
+            _hit(g["http_c1"]["hit_at_k"]), _hit(g["bm25s"]["hit_at_k"]),
+        )  # fmt: skip
+    console.print()
+    console.print(layers)
+    console.print(
+        "SQL score only: bm25.score inside a unit_of_work with the agent's permissions. "
+        "Service: selection.select plus its transaction and commit, no HTTP/auth/JSON. "
+        "hit@5: the query's target tool is among those returned (toolsift also returns "
+        "1-2 core tools)."
+    )
+
+    base = Table(
+        title=f"bm25s {result.get('bm25s_version', '?')} in-process, single thread "
+        f"(name + description, top-{K}, hidden tools masked)",
+        title_justify="left",
+    )
+    for column in (
+        "catalog",
+        "selects/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "toolsift/bm25s selects/s",
+        "p50 HTTP loaded / bm25s",
+        "p50 HTTP 1 client / bm25s",
+        "p50 SQL / bm25s",
+    ):
+        base.add_column(column, justify="left" if column == "catalog" else "right")
+    for g in result["groups"]:
+        b, r = g["bm25s"], g["ratios"]
+        base.add_row(
+            g["label"], _rate(b["selects_per_second"]), _ms(b["latency_ms"]["p50"]),
+            _ms(b["latency_ms"]["p95"]), _ms(b["latency_ms"]["p99"]),
+            _ratio(r["throughput_toolsift_over_bm25s"]), _ratio(r["p50_http_loaded_over_bm25s"]),
+            _ratio(r["p50_http_c1_over_bm25s"]), _ratio(r["p50_sql_score_over_bm25s"]),
+        )  # fmt: skip
+    console.print()
+    console.print(base)
+
+    verdicts = Table(title="Targets", title_justify="left")
+    for column in ("target", "run", "measured", "result"):
+        verdicts.add_column(column)
+    for t in result["targets"]:
+        value = _ms(t["value"]) + " ms" if "p50" in t["target"] else _rate(t["value"]) + " /s"
+        verdicts.add_row(
+            t["target"], t["run"], value, "[green]PASS[/]" if t["passed"] else "[red]FAIL[/]"
+        )
+    console.print()
+    console.print(verdicts)
+    for g in result["groups"]:
+        for name in ("http", "http_c1"):
+            if g[name]["errors"]:
+                console.print(
+                    f"[red]{g['label']} {name}: {g[name]['errors']} errors[/], first: "
+                    f"{g[name]['first_error']}"
+                )
+        if "explain" in g:
+            console.print(
+                f"\n[bold]EXPLAIN (ANALYZE, BUFFERS)[/] {g['label']}: {g['explain']['query']!r}"
+            )
+            console.out("\n".join(g["explain"]["plan"]), highlight=False)
+    console.print(f"\nwhole run: {result['seconds']:.0f} s")

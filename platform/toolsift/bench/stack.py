@@ -1,0 +1,162 @@
+"""The benchmark's own servers: an embedded PostgreSQL and the API under uvicorn.
+
+Everything lives in one temporary directory and is stopped in reverse order by the caller's
+ExitStack, so an error or Ctrl-C never leaves a server behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import httpx
+import psutil
+
+from ..embedded._common import log_tail
+from ..embedded.postgres import EmbeddedPostgres
+from ..migrate import ensure_database, upgrade
+
+DATABASE_NAME = "toolsift_bench"
+_READY_TIMEOUT = 60.0
+
+
+def start_database(data_dir: Path, stack: contextlib.ExitStack) -> tuple[EmbeddedPostgres, str]:
+    """A throwaway cluster (fsync off) with the schema migrated; returns it and the DB URL."""
+    server = EmbeddedPostgres(data_dir, fast=True)
+    stack.callback(server.stop)  # registered first: stop() is a no-op if start() failed early
+    server_url = server.start()
+    url = ensure_database(server_url, DATABASE_NAME)
+    upgrade(url)
+    return server, url
+
+
+def postmaster_pid(server: EmbeddedPostgres) -> int | None:
+    try:
+        return int((server.pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ApiServer:
+    """`uvicorn --factory toolsift.app:create_app` in its own session, so we alone stop it.
+
+    The access log is off: at hundreds of requests a second it would be a benchmark of logging.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        workers: int,
+        pepper: str,
+        work_dir: Path,
+        factory: str = "toolsift.app:create_app",
+        app_dir: Path | None = None,
+    ) -> None:
+        """`factory`/`app_dir` let what-if scripts serve a patched app the same way."""
+        self.database_url = database_url
+        self.factory = factory
+        self.app_dir = app_dir
+        self.workers = workers
+        self.pepper = pepper
+        self.work_dir = work_dir
+        self.log_file = work_dir / "uvicorn.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> str:
+        argv = [
+            sys.executable, "-m", "uvicorn", "--factory", self.factory,
+            "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
+            "--no-access-log", "--log-level", "info",
+        ]  # fmt: skip
+        if self.app_dir is not None:
+            argv += ["--app-dir", str(self.app_dir)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+        env.update(
+            TOOLSIFT_DATABASE_URL=self.database_url,
+            TOOLSIFT_KEY_PEPPER=self.pepper,
+            TOOLSIFT_ENV="production",
+        )
+        with self.log_file.open("ab") as log:
+            # cwd: the temp dir, so a developer's .env cannot change what is measured.
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, cwd=self.work_dir, start_new_session=True,
+            )  # fmt: skip
+        self._await_ready()
+        return self.url
+
+    def _await_ready(self) -> None:
+        """Ready when every worker has logged startup and /healthz answers."""
+        deadline = time.monotonic() + _READY_TIMEOUT
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"uvicorn exited with {self._proc.returncode}:\n{log_tail(self.log_file)}"
+                )
+            started = self.log_file.read_text(errors="replace").count(
+                "Application startup complete"
+            )
+            if started >= self.workers:
+                try:
+                    if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.1)
+        raise RuntimeError(f"uvicorn not ready after {_READY_TIMEOUT}s:\n{log_tail(self.log_file)}")
+
+    def pids(self) -> list[int]:
+        """The supervisor and its workers, for CPU accounting."""
+        if self._proc is None:
+            return []
+        try:
+            parent = psutil.Process(self._proc.pid)
+            return [parent.pid, *(c.pid for c in parent.children(recursive=True))]
+        except psutil.Error:
+            return []
+
+    def stop(self) -> None:
+        """SIGTERM to the server's own process group, SIGKILL after 10 s."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so `finally` blocks stop the servers either way."""
+
+    def _raise(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
