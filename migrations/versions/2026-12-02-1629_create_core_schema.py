@@ -33,14 +33,16 @@ TENANT_TABLES = [
 PUBLIC_BUCKET = "00000000-0000-0000-0000-000000000000"
 CURRENT_TENANT = "NULLIF((SELECT current_setting('app.tenant_id', true)), '')::uuid"
 # app.permissions holds the caller's permission ids (comma separated), or '*' for admins.
+# The array is built and cast in a sub-select, so once per statement, not once per row
+# checked (the outer no-op cast only tells ANY it is given an array, not a set).
 # Unset or empty means: public tools only. RESTRICTIVE, so it is AND-ed with the tenant policy;
 # a permissive second policy would be OR-ed and leak other tenants' public tools.
 PERMITTED = """(
     required_permission_id IS NULL
     OR (SELECT current_setting('app.permissions', true)) = '*'
-    OR required_permission_id = ANY (
-        string_to_array(NULLIF((SELECT current_setting('app.permissions', true)), '*'), ',')::uuid[]
-    )
+    OR required_permission_id = ANY ((
+        SELECT string_to_array(NULLIF(current_setting('app.permissions', true), '*'), ',')::uuid[]
+    )::uuid[])
 )"""
 
 STATS_PERMITTED = PERMITTED.replace(
@@ -136,6 +138,7 @@ def upgrade() -> None:
         sa.Column("permission_key", sa.UUID(), nullable=False),
         sa.Column("doc_count", sa.Integer(), nullable=False),
         sa.Column("total_length", sa.Double(), nullable=False),
+        sa.Column("total_tokens", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(
             ["tenant_id"],
             ["tenants.id"],
@@ -365,6 +368,12 @@ def upgrade() -> None:
         sa.UniqueConstraint("tenant_id", "position", name=op.f("uq_tools_tenant_id_position")),
     )
     op.create_index(
+        "ix_tools_tenant_id_core",
+        "tools",
+        ["tenant_id"],
+        postgresql_where=sa.text("core AND deleted_at IS NULL"),
+    )
+    op.create_index(
         "ix_tools_tenant_id_required_permission_id",
         "tools",
         ["tenant_id", "required_permission_id"],
@@ -397,6 +406,7 @@ def downgrade() -> None:
     op.execute(f"REVOKE USAGE ON SCHEMA public FROM {APP_ROLE}")
     op.drop_index("ix_tool_terms_tenant_id_tool_id", table_name="tool_terms")
     op.drop_table("tool_terms")
+    op.drop_index("ix_tools_tenant_id_core", table_name="tools")
     op.drop_index("ix_tools_tenant_id_required_permission_id", table_name="tools")
     op.drop_table("tools")
     op.drop_index("ix_tool_calls_tenant_id_selection_id", table_name="tool_calls")

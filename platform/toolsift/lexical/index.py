@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import NamedTuple
 from uuid import UUID
 
 from sqlalchemy import text
@@ -59,16 +60,30 @@ _DROP_EMPTY = text(
 )
 _BUMP_CORPUS = text(
     """
-    INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length)
-    SELECT :tenant_id, c.permission_key, c.count, c.length
-    FROM unnest(CAST(:keys AS uuid[]), CAST(:counts AS int[]), CAST(:lengths AS float8[]))
-         AS c(permission_key, count, length)
+    INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length, total_tokens)
+    SELECT :tenant_id, c.permission_key, c.count, c.length, c.tokens
+    FROM unnest(CAST(:keys AS uuid[]), CAST(:counts AS int[]), CAST(:lengths AS float8[]),
+                CAST(:tokens AS bigint[]))
+         AS c(permission_key, count, length, tokens)
     ON CONFLICT (tenant_id, permission_key) DO UPDATE
     SET doc_count = corpus_stats.doc_count + excluded.doc_count,
-        total_length = corpus_stats.total_length + excluded.total_length
+        total_length = corpus_stats.total_length + excluded.total_length,
+        total_tokens = corpus_stats.total_tokens + excluded.total_tokens
     """
 )
 PUBLIC = UUID(int=0)
+
+
+class Previous(NamedTuple):
+    """What a live tool contributed to the statistics before this write."""
+
+    doc_length: float
+    permission_id: UUID | None
+    token_cost: int
+
+    @classmethod
+    def of(cls, tool: Tool) -> Previous:
+        return cls(tool.doc_length, tool.required_permission_id, tool.token_cost)
 
 
 def bucket(permission_id: UUID | None) -> UUID:
@@ -81,13 +96,13 @@ def reindex(
     *,
     indexed: Sequence[Tool],
     removed: Sequence[Tool] = (),
-    previous: dict[UUID, tuple[float, UUID | None]] | None = None,
+    previous: dict[UUID, Previous] | None = None,
     weights: FieldWeights = DEFAULT_WEIGHTS,
 ) -> None:
     """Replace the postings of `indexed` tools, drop those of `removed` ones, fix the statistics.
 
-    `previous` maps each tool that was live before this write to its old document length and
-    required permission, so every statistics bucket moves by exactly the change.
+    `previous` maps each tool that was live before this write to its old document length,
+    required permission and token cost, so every statistics bucket moves by exactly the change.
     """
     previous = previous or {}
     touched = [t.id for t in (*indexed, *removed)]
@@ -103,12 +118,14 @@ def reindex(
     rows: dict[str, list[object]] = defaultdict(list)
     docs: Counter[UUID] = Counter()
     lengths: defaultdict[UUID, float] = defaultdict(float)
+    tokens: Counter[UUID] = Counter()
     for tool in indexed:
         terms = postings.get(tool.id, {})
         tool.doc_length = sum(terms.values())
         key = bucket(tool.required_permission_id)
         docs[key] += 1
         lengths[key] += tool.doc_length
+        tokens[key] += tool.token_cost
         for term, tf in terms.items():
             df_delta[key, term] += 1
             rows["terms"].append(term)
@@ -122,9 +139,10 @@ def reindex(
 
     for tool in (*indexed, *removed):
         if tool.id in previous:
-            length, permission_id = previous[tool.id]
-            docs[bucket(permission_id)] -= 1
-            lengths[bucket(permission_id)] -= length
+            old = previous[tool.id]
+            docs[bucket(old.permission_id)] -= 1
+            lengths[bucket(old.permission_id)] -= old.doc_length
+            tokens[bucket(old.permission_id)] -= old.token_cost
 
     changed = [(key, term, delta) for (key, term), delta in df_delta.items() if delta]
     if changed:
@@ -137,7 +155,7 @@ def reindex(
         }
         session.execute(_BUMP_DF, params)
         session.execute(_DROP_EMPTY, {"tenant_id": tenant_id, "terms": changed_terms})
-    buckets = sorted(set(docs) | set(lengths))
+    buckets = sorted(set(docs) | set(lengths) | set(tokens))
     session.execute(
         _BUMP_CORPUS,
         {
@@ -145,6 +163,7 @@ def reindex(
             "keys": buckets,
             "counts": [docs[k] for k in buckets],
             "lengths": [lengths[k] for k in buckets],
+            "tokens": [tokens[k] for k in buckets],
         },
     )
 

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -33,6 +34,11 @@ class Tool(TenantScoped, Timestamped, Base):
             ondelete="RESTRICT",
         ),
         Index("ix_tools_tenant_id_required_permission_id", "tenant_id", "required_permission_id"),
+        Index(
+            "ix_tools_tenant_id_core",
+            "tenant_id",
+            postgresql_where=text("core AND deleted_at IS NULL"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -102,3 +108,5 @@ class CorpusStat(TenantScoped, Base):
     permission_key: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     doc_count: Mapped[int] = mapped_column(Integer, default=0)
     total_length: Mapped[float] = mapped_column(Double, default=0.0)
+    # Prompt tokens of the bucket's tools: what sending the whole allowed catalog would cost.
+    total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

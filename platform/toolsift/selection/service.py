@@ -7,18 +7,19 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.exceptions import Unresolvable
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import func, insert, select, text, union
 from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
 from ..errors import Forbidden
-from ..models import SelectionLog, Tool
-from ..tools.definitions import render
+from ..models import CorpusStat, SelectionLog, Tool
+from ..tools.definitions import Format, render
 from ..tools.schemas import TOOL_NAME_PATTERN
 from . import bm25
 from .query import build_query, used_tools
@@ -45,10 +46,23 @@ _APPLY_ROLES = text(
 )
 
 
+class Entry(NamedTuple):
+    """What the budget needs of a tool; full definitions are read for the winners only."""
+
+    id: UUID
+    name: str
+    position: int
+    token_cost: int
+    core: bool
+
+
 @dataclass
 class _Pick:
-    tool: Tool
+    tool: Entry
     reason: str  # core, used or ranked
+
+
+_ENTRY_COLUMNS = (Tool.id, Tool.name, Tool.position, Tool.token_cost, Tool.core)
 
 
 def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:
@@ -80,26 +94,15 @@ class SelectionService:
         query = build_query(request)
         ranked = bm25.score(session, principal.tenant_id, query, limit=CANDIDATE_POOL)
         used = used_tools(request)
-        ids = [r.tool_id for r in ranked]
-        tools = {
-            t.id: t
-            for t in session.scalars(
-                select(Tool).where(
-                    Tool.deleted_at.is_(None),
-                    or_(Tool.core, Tool.id.in_(ids), Tool.name.in_(used)),
-                )
-            )
-        }
-        picks, candidates = self._fill(request, tools, ranked, used)
+        entries = self._entries(session, [r.tool_id for r in ranked], used)
+        picks, candidates = self._fill(request, entries, ranked, used, debug=request.debug)
         chosen = sorted(picks, key=lambda p: (p.reason != "core", p.tool.position))
+        definitions = self._definitions(session, [p.tool.id for p in chosen], request.format)
         tokens = sum(p.tool.token_cost for p in chosen)
-        catalog_tokens = session.scalar(
-            select(func.coalesce(func.sum(Tool.token_cost), 0)).where(Tool.deleted_at.is_(None))
-        )
         selection_id = uuid.uuid4()
-        ranks = {r.tool_id: (i + 1, r.score) for i, r in enumerate(ranked)}
-        session.add(
-            SelectionLog(
+        ranks = {r.tool_id: rank for rank, r in enumerate(ranked, start=1)}
+        session.execute(
+            insert(SelectionLog).values(
                 tenant_id=principal.tenant_id,
                 id=selection_id,
                 key_id=principal.key_id,
@@ -112,37 +115,54 @@ class SelectionService:
                 tool_ids=[p.tool.id for p in chosen],
                 tool_names=[p.tool.name for p in chosen],
                 details=[
-                    {
-                        "name": p.tool.name,
-                        "reason": p.reason,
-                        "bm25_rank": ranks.get(p.tool.id, (None, 0.0))[0],
-                    }
+                    {"name": p.tool.name, "reason": p.reason, "bm25_rank": ranks.get(p.tool.id)}
                     for p in chosen
                 ],
                 candidate_count=len(ranked),
                 tokens=tokens,
-                catalog_tokens=int(catalog_tokens or 0),
+                # The allowed catalog's tokens, from the RLS-filtered statistics buckets.
+                catalog_tokens=select(func.coalesce(func.sum(CorpusStat.total_tokens), 0))
+                .where(CorpusStat.tenant_id == principal.tenant_id)
+                .scalar_subquery(),
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
         )
-        session.flush()
         return SelectResponse(
             selection_id=selection_id,
             mode=request.mode,
             format=request.format,
-            tools=[render(p.tool, request.format) for p in chosen],
+            tools=[definitions[p.tool.id] for p in chosen],
             tokens=tokens,
             budget_tokens=request.budget_tokens,
             query=query if request.debug else None,
             candidates=candidates if request.debug else None,
         )
 
+    def _entries(self, session: Session, ids: list[UUID], used: list[str]) -> dict[UUID, Entry]:
+        """Core, ranked and used tools, each by its own index (an OR would scan the catalog)."""
+        live = Tool.deleted_at.is_(None)
+        parts = [select(*_ENTRY_COLUMNS).where(live, Tool.core)]
+        if ids:
+            parts.append(select(*_ENTRY_COLUMNS).where(live, Tool.id.in_(ids)))
+        if used:
+            parts.append(select(*_ENTRY_COLUMNS).where(live, Tool.name.in_(used)))
+        return {row.id: Entry(*row) for row in session.execute(union(*parts))}
+
+    def _definitions(
+        self, session: Session, ids: list[UUID], fmt: Format
+    ) -> dict[UUID, dict[str, Any]]:
+        if not ids:
+            return {}
+        return {t.id: render(t, fmt) for t in session.scalars(select(Tool).where(Tool.id.in_(ids)))}
+
     def _fill(
         self,
         request: SelectRequest,
-        tools: dict[UUID, Tool],
+        tools: dict[UUID, Entry],
         ranked: list[bm25.Scored],
         used: list[str],
+        *,
+        debug: bool,
     ) -> tuple[list[_Pick], list[Candidate]]:
         """Core tools always; then used tools, then ranked ones, while the budget holds.
 
@@ -178,6 +198,10 @@ class SelectionService:
                 spent += tool.token_cost
                 taken.add(tool.id)
                 added += 1
+            if not debug:
+                if added >= request.k:
+                    break
+                continue
             candidates.append(
                 Candidate(
                     name=tool.name,

