@@ -43,6 +43,16 @@ class Settings(BaseSettings):
     # Bootstrap secret that may create tenants over the API (the CLI needs none).
     operator_key: str | None = None
     max_body_bytes: int = 262_144
+    # Embeddings: the bundled ONNX model by default, or an OpenAI-compatible server.
+    embedding_backend: Literal["onnx", "http"] = "onnx"
+    embedding_dimension: int = 384
+    embedding_threads: int = 1
+    embedding_batch_size: int = 32
+    embedding_http_url: str | None = None
+    embedding_http_model: str = "all-MiniLM-L6-v2"
+    embedding_http_token: str | None = None
+    embedding_http_timeout: float = 10.0
+    embedding_http_retries: int = 3
 
     @field_validator("database_url")
     @classmethod

@@ -1,0 +1,144 @@
+"""The local ONNX backend against sentence-transformers' fp32 reference embeddings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from toolsift.embedding import EmbeddingBackend, EmbeddingConfig, EmbeddingError, get_backend
+from toolsift.embedding import onnx as onnx_module
+from toolsift.embedding.onnx import MAX_TOKENS, OnnxBackend, mean_pool_normalise
+
+REFERENCE = json.loads((Path(__file__).parent / "reference_minilm.json").read_text())
+# int8 weights cost a little agreement with the fp32 model; measured minimum is ~0.9994.
+MIN_COSINE = 0.99
+
+
+@pytest.fixture(scope="module")
+def backend() -> OnnxBackend:
+    return OnnxBackend()
+
+
+def _cosine(a: Any, b: Any) -> float:
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(va @ vb / (np.linalg.norm(va) * np.linalg.norm(vb)))
+
+
+def test_matches_the_reference_model(backend: OnnxBackend) -> None:
+    items = REFERENCE["items"]
+    vectors = backend.embed([item["text"] for item in items])
+    cosines = [_cosine(v, item["embedding"]) for v, item in zip(vectors, items, strict=True)]
+    worst = min(range(len(cosines)), key=cosines.__getitem__)
+    assert cosines[worst] >= MIN_COSINE, (items[worst]["text"][:60], cosines[worst])
+
+
+def test_reference_covers_truncation() -> None:
+    # The fixture must hold a text longer than the window, or truncation goes untested.
+    assert REFERENCE["max_seq_length"] == MAX_TOKENS
+    assert max(item["tokens_untruncated"] for item in REFERENCE["items"]) > MAX_TOKENS
+
+
+def test_paraphrase_ranks_above_unrelated(backend: OnnxBackend) -> None:
+    query, paraphrase, unrelated = backend.embed(
+        ["cancel my subscription", "terminate a recurring plan", "get the weather forecast"]
+    )
+    assert _cosine(query, paraphrase) > _cosine(query, unrelated) + 0.1
+
+
+def test_vectors_are_unit_length_and_sized(backend: OnnxBackend) -> None:
+    vectors = np.asarray(backend.embed(["one", "a somewhat longer second text", ""]))
+    assert vectors.shape == (3, backend.dimension) == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_batching_and_padding_do_not_change_vectors(backend: OnnxBackend) -> None:
+    texts = [item["text"] for item in REFERENCE["items"]]
+    batched = np.asarray(OnnxBackend(batch_size=3).embed(texts))
+    alone = np.asarray([backend.embed([text])[0] for text in texts])
+    np.testing.assert_allclose(batched, alone, atol=1e-5)
+
+
+def test_text_past_the_window_is_ignored(backend: OnnxBackend) -> None:
+    long_text = REFERENCE["items"][-1]["text"]
+    a, b = backend.embed([long_text, long_text + " and then something entirely different"])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_input_order_is_kept(backend: OnnxBackend) -> None:
+    texts = ["refund an order", "x", "send an e-mail to the customer about their invoice"]
+    forward = backend.embed(texts)
+    backward = backend.embed(texts[::-1])
+    np.testing.assert_allclose(forward, backward[::-1], atol=1e-6)
+
+
+def test_empty_input_and_bare_string(backend: OnnxBackend) -> None:
+    assert backend.embed([]) == []
+    with pytest.raises(TypeError):
+        backend.embed("not a list")
+
+
+def test_mean_pooling_ignores_padding() -> None:
+    hidden = np.array([[[1.0, 0.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)
+    mask = np.array([[1, 1, 0]], dtype=np.int64)
+    pooled = mean_pool_normalise(hidden, mask)
+    np.testing.assert_allclose(pooled, [[0.707107, 0.707107]], atol=1e-6)
+
+
+def test_one_session_per_process_under_concurrency() -> None:
+    onnx_module._runtimes.clear()
+    backend = OnnxBackend(threads=1)
+    results: list[list[list[float]]] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(backend.embed(["list open tickets", "create a calendar event"]))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(onnx_module._runtimes) == 1
+    for result in results[1:]:
+        np.testing.assert_allclose(result, results[0], atol=1e-6)
+
+
+def test_missing_model_file(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="not found"):
+        OnnxBackend(model_path=tmp_path / "nope.onnx").embed(["x"])
+
+
+def test_get_backend_defaults_to_onnx() -> None:
+    backend = get_backend(EmbeddingConfig())
+    assert isinstance(backend, OnnxBackend)
+    assert isinstance(backend, EmbeddingBackend)
+    assert (backend.model, backend.dimension) == ("all-MiniLM-L6-v2-int8", 384)
+
+
+def test_get_backend_rejects_bad_configuration() -> None:
+    with pytest.raises(ValueError, match="yields 384"):
+        get_backend(EmbeddingConfig(embedding_dimension=768))
+    with pytest.raises(ValueError, match="unknown embedding_backend"):
+        get_backend(EmbeddingConfig(embedding_backend="torch"))
+    with pytest.raises(ValueError, match="threads"):
+        get_backend(EmbeddingConfig(embedding_threads=0))
+
+
+def test_import_is_light() -> None:
+    # The API process with the http backend must not pay for onnxruntime or the model.
+    code = (
+        "import sys, toolsift.embedding, toolsift.embedding.onnx;"
+        "assert 'onnxruntime' not in sys.modules and 'tokenizers' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
