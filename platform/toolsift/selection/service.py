@@ -13,7 +13,9 @@ from uuid import UUID
 from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.exceptions import Unresolvable
-from sqlalchemy import func, insert, select, text, union
+from sqlalchemy import any_, bindparam, func, insert, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
@@ -62,7 +64,14 @@ class _Pick:
     reason: str  # core, used or ranked
 
 
-_ENTRY_COLUMNS = (Tool.id, Tool.name, Tool.position, Tool.token_cost, Tool.core)
+_ENTRY = "SELECT id, name, position, token_cost, core FROM tools"
+_LIVE = "tenant_id = :tenant_id AND deleted_at IS NULL"
+_ENTRIES = text(
+    f"{_ENTRY} WHERE {_LIVE} AND core"
+    f" UNION {_ENTRY} WHERE {_LIVE} AND id = ANY(CAST(:ids AS uuid[]))"
+    f" UNION {_ENTRY} WHERE {_LIVE} AND name = ANY(CAST(:names AS text[]))"
+)
+_UUIDS = ARRAY(PG_UUID(as_uuid=True))
 
 
 def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:
@@ -139,21 +148,20 @@ class SelectionService:
         )
 
     def _entries(self, session: Session, ids: list[UUID], used: list[str]) -> dict[UUID, Entry]:
-        """Core, ranked and used tools, each by its own index (an OR would scan the catalog)."""
-        live = Tool.deleted_at.is_(None)
-        parts = [select(*_ENTRY_COLUMNS).where(live, Tool.core)]
-        if ids:
-            parts.append(select(*_ENTRY_COLUMNS).where(live, Tool.id.in_(ids)))
-        if used:
-            parts.append(select(*_ENTRY_COLUMNS).where(live, Tool.name.in_(used)))
-        return {row.id: Entry(*row) for row in session.execute(union(*parts))}
+        """Core, ranked and used tools, each by its own index (an OR would scan the catalog).
+
+        Arrays, not IN lists: the statement text never changes, so psycopg prepares it once.
+        """
+        params = {"tenant_id": session.info["tenant_id"], "ids": ids, "names": used}
+        return {row.id: Entry(*row) for row in session.execute(_ENTRIES, params)}
 
     def _definitions(
         self, session: Session, ids: list[UUID], fmt: Format
     ) -> dict[UUID, dict[str, Any]]:
         if not ids:
             return {}
-        return {t.id: render(t, fmt) for t in session.scalars(select(Tool).where(Tool.id.in_(ids)))}
+        tools = session.scalars(select(Tool).where(Tool.id == any_(bindparam("ids", ids, _UUIDS))))
+        return {t.id: render(t, fmt) for t in tools}
 
     def _fill(
         self,
