@@ -73,17 +73,22 @@ class AccessService:
         session.delete(permission)
         session.flush()
 
-    def permission_ids(
-        self, session: Session, names: Iterable[str], *, field: str
-    ) -> dict[str, UUID]:
+    def find_permission_ids(self, session: Session, names: Iterable[str]) -> dict[str, UUID]:
+        """Ids of those of `names` that exist; unknown names are simply absent."""
         wanted = set(names)
         if not wanted:
             return {}
-        found = dict(
+        return dict(
             session.execute(
                 select(Permission.name, Permission.id).where(Permission.name.in_(wanted))
             ).all()
         )
+
+    def permission_ids(
+        self, session: Session, names: Iterable[str], *, field: str
+    ) -> dict[str, UUID]:
+        wanted = set(names)
+        found = self.find_permission_ids(session, wanted)
         if missing := sorted(wanted - found.keys()):
             raise Unprocessable(f"unknown permission(s): {', '.join(missing)}", field=field)
         return found

@@ -71,12 +71,10 @@ class ToolService:
                 statuses[item.name] = "created"
             _assign(tool, item, permission_id)
             digest = content_hash(tool, item.required_permission)
-            if tool in created:
-                pass
-            elif digest == tool.content_hash and tool.deleted_at is None:
-                statuses[item.name] = "unchanged"
-                continue
-            else:
+            if tool not in created:
+                if digest == tool.content_hash and tool.deleted_at is None:
+                    statuses[item.name] = "unchanged"
+                    continue
                 tool.version += 1
                 tool.deleted_at = None
                 tool.updated_at = now
@@ -196,22 +194,15 @@ class ToolService:
     def _permission_ids(
         self, session: Session, items: Sequence[ToolCreate], *, field: str
     ) -> dict[str, UUID]:
-        wanted = {i.required_permission for i in items if i.required_permission}
-        try:
-            return access.permission_ids(session, wanted, field=field)
-        except Unprocessable:
-            found = access.permission_ids(
-                session, wanted & set(session.scalars(select(Permission.name))), field=field
-            )
-            for index, item in enumerate(items):
-                if item.required_permission and item.required_permission not in found:
-                    path = (
-                        f"{field}[{index}].required_permission" if field else "required_permission"
-                    )
-                    raise Unprocessable(
-                        f"unknown permission {item.required_permission!r}", field=path
-                    ) from None
-            raise
+        """Permission ids by name; an unknown one is refused naming the item that asked for it."""
+        found = access.find_permission_ids(
+            session, (i.required_permission for i in items if i.required_permission)
+        )
+        for index, item in enumerate(items):
+            if item.required_permission and item.required_permission not in found:
+                path = f"{field}[{index}].required_permission" if field else "required_permission"
+                raise Unprocessable(f"unknown permission {item.required_permission!r}", field=path)
+        return found
 
 
 def _assign(tool: Tool, item: ToolCreate, permission_id: UUID | None) -> None:
