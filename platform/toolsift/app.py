@@ -15,6 +15,7 @@ from . import __version__
 from .access import endpoints_admin as access_endpoints
 from .config import Settings, get_settings
 from .db import Database
+from .embedding import endpoints_admin as embedding_endpoints
 from .errors import AppError
 from .kit.limits import BodyLimit
 from .selection import endpoints_agent as selection_endpoints
@@ -107,7 +108,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
     admin = [tenant_endpoints.router, access_endpoints.permissions, access_endpoints.roles]
-    admin += [access_endpoints.keys, tool_endpoints.router]
+    admin += [access_endpoints.keys, tool_endpoints.router, embedding_endpoints.router]
     for router in admin:
         app.include_router(router, prefix="/admin/v1")
     app.include_router(selection_endpoints.router, prefix="/v1")

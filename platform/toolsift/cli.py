@@ -95,14 +95,65 @@ def serve(
     )
 
 
+def _worker_command(
+    concurrency: int, *, beat_schedule: Path | None, loglevel: str = "INFO"
+) -> list[str]:
+    command = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", loglevel]
+    command += ["--concurrency", str(concurrency)]
+    if beat_schedule is not None:
+        # The relay's schedule runs inside this worker: one process for a single machine.
+        command += ["--beat", "--schedule", str(beat_schedule)]
+    return command
+
+
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    beat: Annotated[
+        bool,
+        typer.Option(
+            "--beat/--no-beat",
+            help="Also run the schedule (outbox relay) in this worker; run exactly one.",
+        ),
+    ] = False,
+    data_dir: DataDir = None,
 ) -> None:
     """Start a Celery worker (needs DATABASE_URL and REDIS_URL)."""
-    command = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", "INFO"]
-    command += ["--concurrency", str(concurrency)]
-    raise typer.Exit(subprocess.call(command))
+    schedule = _settings(data_dir).data_dir / "celerybeat-schedule" if beat else None
+    raise typer.Exit(subprocess.call(_worker_command(concurrency, beat_schedule=schedule)))
+
+
+@app.command()
+def beat(data_dir: DataDir = None) -> None:
+    """Start Celery beat alone: the outbox relay's schedule (one per deployment)."""
+    schedule = _settings(data_dir).data_dir / "celerybeat-schedule"
+    command = [sys.executable, "-m", "celery", "-A", "workers", "beat", "--loglevel", "INFO"]
+    raise typer.Exit(subprocess.call([*command, "--schedule", str(schedule)]))
+
+
+@app.command()
+def reindex(
+    tenant: Annotated[UUID, typer.Option(help="Tenant id.")],
+    force: Annotated[
+        bool, typer.Option(help="Recompute vectors that are already current.")
+    ] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Queue every live tool of a tenant for embedding (after a model change, say).
+
+    The old vectors keep serving until the new model covers the whole catalog.
+    """
+    from .embedding import service as embeddings
+
+    settings = _settings(data_dir)
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        try:
+            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                queued = embeddings.reindex(session, tenant, force=force)
+        finally:
+            database.dispose()
+    console.print(f"queued {queued} tools for embedding")
 
 
 @app.command()
@@ -156,20 +207,9 @@ def up(
                 "TOOLSIFT_DATABASE_URL": database_url,
                 "TOOLSIFT_REDIS_URL": redis_url,
             }
+            schedule = settings.data_dir / "celerybeat-schedule"
             worker_process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "workers",
-                    "worker",
-                    "--loglevel",
-                    "WARNING",
-                    "--concurrency",
-                    "1",
-                ],
-                env=env,
+                _worker_command(1, beat_schedule=schedule, loglevel="WARNING"), env=env
             )
         _banner(settings, host, port, database_url, redis_url, state if demo else None)
         uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")

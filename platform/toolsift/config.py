@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     embedding_http_token: str | None = None
     embedding_http_timeout: float = 10.0
     embedding_http_retries: int = 3
+    # The outbox: how often the relay publishes, how long a published job may stay undone
+    # before it is published again (a lost message, a killed worker), tools per embed task.
+    outbox_relay_interval: float = 1.0
+    outbox_lease_seconds: float = 60.0
+    embed_batch_tools: int = 64
 
     @field_validator("database_url")
     @classmethod

@@ -2,6 +2,7 @@
 
 from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
 from .base import Base
+from .embedding import OutboxJob, ToolEmbedding
 from .selection import SelectionLog, ToolCall
 from .tenant import Tenant
 from .tool import CorpusStat, TermStat, Tool, ToolTerm
@@ -11,6 +12,7 @@ __all__ = [
     "ApiKeyRole",
     "Base",
     "CorpusStat",
+    "OutboxJob",
     "Permission",
     "Role",
     "RolePermission",
@@ -19,5 +21,6 @@ __all__ = [
     "TermStat",
     "Tool",
     "ToolCall",
+    "ToolEmbedding",
     "ToolTerm",
 ]

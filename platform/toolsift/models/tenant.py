@@ -17,3 +17,5 @@ class Tenant(Timestamped, Base):
     settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # Registry positions are handed out from here: append-only, never reused.
     next_position: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The model whose vectors serve dense scores; a new model takes over once complete.
+    embedding_model: Mapped[str | None] = mapped_column(Text)

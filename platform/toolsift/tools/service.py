@@ -11,6 +11,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from ..access.service import access
+from ..embedding import service as embeddings
 from ..errors import Conflict, NotFound, Unprocessable
 from ..lexical.index import Previous, reindex
 from ..models import Permission, Tool
@@ -92,6 +93,9 @@ class ToolService:
             session.add_all(created)
         session.flush()
         reindex(session, tenant_id, indexed=[*created, *changed], previous=previous)
+        # Vectors follow in the background; the job commits with this write or not at all.
+        embeddings.follow(session, [t.id for t in changed])
+        embeddings.enqueue(session, tenant_id, [*created, *changed])
         session.flush()
         by_name = {t.name: t for t in (*existing.values(), *created)}
         result = [
@@ -139,6 +143,7 @@ class ToolService:
         tool.updated_at = tool.deleted_at
         session.flush()
         reindex(session, tool.tenant_id, indexed=[], removed=[tool], previous=previous)
+        embeddings.forget(session, [tool.id])
 
     def get(self, session: Session, tool_id: UUID) -> Tool:
         tool = session.get(Tool, (session.info["tenant_id"], tool_id))

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fastapi import APIRouter
+
+from ..auth.deps import AdminContext
+from ..kit.errors import ERRORS
+from . import service
+from .schemas import EmbeddingStatusRead, ReindexResult
+
+router = APIRouter(prefix="/embeddings", tags=["embeddings"], responses=ERRORS)
+
+
+@router.get("", response_model=EmbeddingStatusRead)
+def embedding_status(ctx: AdminContext) -> EmbeddingStatusRead:
+    """Poll until `missing == 0 and stale == 0` to wait for a catalog to be embedded."""
+    return EmbeddingStatusRead(**asdict(service.status(ctx.session, ctx.principal.tenant_id)))
+
+
+@router.post("/reindex", response_model=ReindexResult, status_code=202)
+def reindex(ctx: AdminContext, force: bool = False) -> ReindexResult:
+    """Queue every live tool; `force` recomputes current vectors too."""
+    return ReindexResult(queued=service.reindex(ctx.session, ctx.principal.tenant_id, force=force))

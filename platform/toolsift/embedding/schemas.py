@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class EmbeddingStatusRead(BaseModel):
+    """How far the vectors lag the catalog; BM25 serves whatever is not embedded yet."""
+
+    model: str | None = Field(description="The model whose vectors serve dense scores.")
+    tools: int = Field(description="Live tools.")
+    embedded: int = Field(description="Live tools with a vector of their current version.")
+    stale: int = Field(description="Live tools whose vector is of an older version (it serves).")
+    missing: int = Field(description="Live tools with no vector in the served model.")
+    pending_jobs: int = Field(description="Embedding jobs not finished yet.")
+
+
+class ReindexResult(BaseModel):
+    queued: int

@@ -1,0 +1,328 @@
+"""Keeping vectors in step with tools.
+
+A tool write adds an outbox job in its own transaction; the relay publishes jobs; the embed
+task computes vectors outside any transaction and writes them only if the tool is still at
+the version it embedded. A vector therefore never claims a version its tool no longer has,
+and a lost message or a killed worker only delays the work: the job stays in the outbox
+until a task has finished it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import CursorResult, Result, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
+from sqlalchemy.orm import Session
+
+from ..db import ALL_PERMISSIONS, Database
+from ..lexical.analysis import split_identifier
+from ..models import Tool
+from .base import EmbeddingBackend
+
+EMBED = "embed"
+# Recompute even when a vector of the current version exists (`toolsift reindex --force`).
+REEMBED = "reembed"
+
+_UUIDS = ARRAY(PG_UUID(as_uuid=True))
+
+
+def document_text(
+    name: str, title: str | None, description: str, schema: dict[str, Any], examples: list[str]
+) -> str:
+    """What the model reads of a tool: words first, since long inputs are truncated."""
+    parameters = schema.get("properties")
+    parts = [split_identifier(name)]
+    if title:
+        parts.append(title)
+    if description:
+        parts.append(description)
+    if isinstance(parameters, dict) and parameters:
+        parts.append("Parameters: " + ", ".join(split_identifier(str(p)) for p in parameters))
+    if examples:
+        parts.append("Examples: " + "; ".join(examples))
+    return ". ".join(p.strip().rstrip(".") for p in parts if p.strip())
+
+
+# --- in the tool's transaction ---------------------------------------------------------------
+
+
+def enqueue(session: Session, tenant_id: UUID, tools: Iterable[Tool], *, kind: str = EMBED) -> int:
+    """One job per tool version; commits (or not) with the write that needs it."""
+    rows = [
+        {
+            "tenant_id": tenant_id,
+            "id": uuid.uuid4(),
+            "kind": kind,
+            "tool_id": t.id,
+            "version": t.version,
+        }
+        for t in tools
+    ]
+    if rows:
+        session.execute(
+            text(
+                "INSERT INTO outbox (tenant_id, id, kind, tool_id, version, attempts)"
+                " VALUES (:tenant_id, :id, :kind, :tool_id, :version, 0)"
+            ),
+            rows,
+        )
+    return len(rows)
+
+
+def follow(session: Session, tool_ids: Sequence[UUID]) -> None:
+    """Vectors take their tool's new permission at once, before any re-embedding.
+
+    Row-level security filters vectors by this copy: a tool made restricted must not stay
+    public through its old vector for the seconds until the worker catches up.
+    """
+    if tool_ids:
+        session.execute(
+            text(
+                """
+                UPDATE tool_embeddings e SET required_permission_id = t.required_permission_id
+                FROM tools t
+                WHERE t.tenant_id = e.tenant_id AND t.id = e.tool_id
+                  AND e.tenant_id = :tenant_id AND e.tool_id = ANY(:ids)
+                  AND e.required_permission_id IS DISTINCT FROM t.required_permission_id
+                """
+            ).bindparams(bindparam("ids", type_=_UUIDS)),
+            {"tenant_id": session.info["tenant_id"], "ids": list(tool_ids)},
+        )
+
+
+def forget(session: Session, tool_ids: Sequence[UUID]) -> None:
+    """A deleted tool's vectors go with it; a restored tool is a new version, embedded anew."""
+    if tool_ids:
+        session.execute(
+            text(
+                "DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND tool_id = ANY(:ids)"
+            ).bindparams(bindparam("ids", type_=_UUIDS)),
+            {"tenant_id": session.info["tenant_id"], "ids": list(tool_ids)},
+        )
+
+
+# --- the relay -------------------------------------------------------------------------------
+
+_CLAIM = text(
+    """
+    UPDATE outbox o SET published_at = now(), attempts = o.attempts + 1
+    FROM (
+        SELECT tenant_id, id FROM outbox
+        WHERE published_at IS NULL
+           OR published_at < now() - make_interval(secs => :lease)
+        ORDER BY created_at, id
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ) due
+    WHERE o.tenant_id = due.tenant_id AND o.id = due.id
+    RETURNING o.tenant_id, o.id
+    """
+)
+
+Publish = Callable[[UUID, list[UUID]], None]
+
+
+def relay(
+    database: Database,
+    publish: Publish,
+    *,
+    lease_seconds: float,
+    batch_tools: int,
+    limit: int = 10_000,
+) -> int:
+    """Publish due jobs in batches per tenant; returns how many jobs were published.
+
+    Claiming and publishing share one transaction: if the broker is down, publish raises,
+    the claim rolls back and the jobs wait for the next run. A crash after publishing but
+    before commit publishes them twice, which the idempotent task absorbs.
+    """
+    with database.unit_of_work(None) as session:
+        session.execute(text("SELECT set_config('app.relay', 'on', true)"))
+        claimed = session.execute(_CLAIM, {"lease": lease_seconds, "limit": limit}).all()
+        by_tenant: dict[UUID, list[UUID]] = defaultdict(list)
+        for tenant_id, job_id in claimed:
+            by_tenant[tenant_id].append(job_id)
+        for tenant_id, jobs in sorted(by_tenant.items()):
+            for start in range(0, len(jobs), batch_tools):
+                publish(tenant_id, jobs[start : start + batch_tools])
+    return len(claimed)
+
+
+# --- the task --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    jobs: int
+    embedded: int
+    skipped: int
+    model: str
+
+
+_PENDING = text(
+    """
+    SELECT t.id, t.version, t.name, t.title, t.description, t.input_schema, t.examples,
+           bool_or(o.kind = :reembed) AS force, e.version AS embedded_version
+    FROM outbox o
+    JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id AND t.deleted_at IS NULL
+    LEFT JOIN tool_embeddings e
+           ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model
+    WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs)
+    GROUP BY t.id, t.version, t.name, t.title, t.description, t.input_schema, t.examples,
+             e.version
+    ORDER BY t.position
+    """
+).bindparams(bindparam("jobs", type_=_UUIDS))
+
+# Written only while the tool is still at the embedded version; FOR SHARE waits for a
+# concurrent update of the tool, so its permission copy can never be overtaken by ours.
+_STORE = text(
+    """
+    INSERT INTO tool_embeddings AS e
+        (tenant_id, tool_id, model, version, dimension, embedding, required_permission_id,
+         position, embedded_at)
+    SELECT t.tenant_id, t.id, :model, t.version, :dimension, CAST(v.embedding AS vector),
+           t.required_permission_id, t.position, now()
+    FROM (SELECT * FROM tools WHERE tenant_id = :tenant_id AND id = ANY(:ids) FOR SHARE) t
+    JOIN unnest(CAST(:ids AS uuid[]), CAST(:versions AS int[]), CAST(:vectors AS text[]))
+         AS v(tool_id, version, embedding)
+      ON v.tool_id = t.id AND v.version = t.version
+    WHERE t.deleted_at IS NULL
+    ON CONFLICT (tenant_id, tool_id, model) DO UPDATE
+    SET version = EXCLUDED.version, dimension = EXCLUDED.dimension,
+        embedding = EXCLUDED.embedding,
+        required_permission_id = EXCLUDED.required_permission_id,
+        embedded_at = EXCLUDED.embedded_at
+    WHERE e.version <= EXCLUDED.version
+    """
+).bindparams(bindparam("ids", type_=_UUIDS))
+
+_DONE = text("DELETE FROM outbox WHERE tenant_id = :tenant_id AND id = ANY(:jobs)").bindparams(
+    bindparam("jobs", type_=_UUIDS)
+)
+
+# A new model takes over once every live tool has a vector in it; until then the old one
+# keeps serving. A tenant with no model yet takes the first one at once.
+_SWITCH = text(
+    """
+    UPDATE tenants SET embedding_model = :model
+    WHERE id = :tenant_id AND embedding_model IS DISTINCT FROM :model
+      AND (embedding_model IS NULL OR NOT EXISTS (
+            SELECT 1 FROM tools t
+            WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM tool_embeddings e
+                              WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id
+                                AND e.model = :model)))
+    RETURNING id
+    """
+)
+_DROP_OTHER_MODELS = text(
+    "DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND model <> :model"
+)
+
+
+def embed_jobs(
+    database: Database, backend: EmbeddingBackend, tenant_id: UUID, job_ids: Sequence[UUID]
+) -> EmbedResult:
+    """Run embed jobs: idempotent, safe to repeat, never writes over a newer vector."""
+    jobs = list(job_ids)
+    model = backend.model
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        rows = session.execute(
+            _PENDING, {"tenant_id": tenant_id, "jobs": jobs, "model": model, "reembed": REEMBED}
+        ).all()
+    todo = [r for r in rows if r.force or r.embedded_version != r.version]
+    vectors = (
+        backend.embed(
+            [
+                document_text(r.name, r.title, r.description, r.input_schema, r.examples)
+                for r in todo
+            ]
+        )
+        if todo
+        else []
+    )
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        stored = 0
+        if todo:
+            stored_rows = session.execute(
+                _STORE,
+                {
+                    "tenant_id": tenant_id,
+                    "model": model,
+                    "dimension": backend.dimension,
+                    "ids": [r.id for r in todo],
+                    "versions": [r.version for r in todo],
+                    "vectors": [_vector_literal(v) for v in vectors],
+                },
+            )
+            stored = _rowcount(stored_rows)
+        session.execute(_DONE, {"tenant_id": tenant_id, "jobs": jobs})
+        if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
+            session.execute(_DROP_OTHER_MODELS, {"tenant_id": tenant_id, "model": model})
+    return EmbedResult(jobs=len(jobs), embedded=stored, skipped=len(rows) - stored, model=model)
+
+
+def _vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbeddingStatus:
+    model: str | None
+    tools: int
+    embedded: int
+    stale: int
+    missing: int
+    pending_jobs: int
+
+
+_STATUS = text(
+    """
+    WITH m AS (SELECT embedding_model AS model FROM tenants WHERE id = :tenant_id)
+    SELECT (SELECT model FROM m),
+           count(*),
+           count(*) FILTER (WHERE e.version = t.version),
+           count(*) FILTER (WHERE e.version < t.version),
+           count(*) FILTER (WHERE e.version IS NULL),
+           (SELECT count(*) FROM outbox WHERE tenant_id = :tenant_id)
+    FROM tools t
+    LEFT JOIN tool_embeddings e
+           ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = (SELECT model FROM m)
+    WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL
+    """
+)
+
+
+def status(session: Session, tenant_id: UUID) -> EmbeddingStatus:
+    """How far the served model's vectors are behind the live catalog the caller sees."""
+    row = session.execute(_STATUS, {"tenant_id": tenant_id}).one()
+    return EmbeddingStatus(*row)
+
+
+def reindex(session: Session, tenant_id: UUID, *, force: bool = False) -> int:
+    """Queue every live tool; without `force` the task skips vectors already current."""
+    rows = session.execute(
+        text(
+            "INSERT INTO outbox (tenant_id, id, kind, tool_id, version, attempts)"
+            " SELECT tenant_id, gen_random_uuid(), :kind, id, version, 0 FROM tools"
+            " WHERE tenant_id = :tenant_id AND deleted_at IS NULL"
+        ),
+        {"tenant_id": tenant_id, "kind": REEMBED if force else EMBED},
+    )
+    return _rowcount(rows)
+
+
+def _rowcount(result: Result[Any]) -> int:
+    assert isinstance(result, CursorResult)
+    return result.rowcount

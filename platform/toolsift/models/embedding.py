@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import VECTOR
+from sqlalchemy import BigInteger, DateTime, ForeignKeyConstraint, Index, Integer, Text, func
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, TenantScoped
+
+
+class ToolEmbedding(TenantScoped, Base):
+    """A tool's vector under one model, computed from one version of the tool.
+
+    Permission and position are copies of the tool's (kept in step in the tool's transaction),
+    so the same RESTRICTIVE policy as on `tools` drops forbidden vectors before any distance
+    is computed. Several models may coexist while a tenant switches: the tenant's
+    `embedding_model` says which one serves.
+    """
+
+    __tablename__ = "tool_embeddings"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "tool_id"], ["tools.tenant_id", "tools.id"], ondelete="CASCADE"
+        ),
+    )
+
+    tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    model: Mapped[str] = mapped_column(Text, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    dimension: Mapped[int] = mapped_column(Integer)
+    embedding: Mapped[Any] = mapped_column(VECTOR())
+    required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
+    position: Mapped[int] = mapped_column(BigInteger)
+    embedded_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+
+
+class OutboxJob(TenantScoped, Base):
+    """Work to publish, written in the same transaction as the change that needs it.
+
+    A row lives until the job is done: the relay publishes it (again, once its lease runs
+    out), the task deletes it. Broker or worker loss therefore delays work but never drops it.
+    """
+
+    __tablename__ = "outbox"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
+        Index("ix_outbox_tenant_id_tool_id", "tenant_id", "tool_id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    tool_id: Mapped[uuid.UUID | None] = mapped_column()
+    version: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
