@@ -1,0 +1,300 @@
+"""The outbox and the embed job, in-process against the real database and the real model."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from uuid import UUID
+
+import psycopg
+import pytest
+import sqlalchemy.exc
+from sqlalchemy import text
+
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.embedding import service
+from toolsift.embedding.base import EmbeddingBackend
+from toolsift.embedding.onnx import OnnxBackend
+from toolsift.errors import NotFound
+from toolsift.tenants.schemas import TenantCreate
+from toolsift.tenants.service import tenant as tenant_service
+from toolsift.tools.schemas import ToolCreate, ToolUpdate
+from toolsift.tools.service import tool as tool_service
+
+from ..fixtures.factories import PEPPER
+
+OwnerConn = psycopg.Connection[tuple[object, ...]]
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxBackend:
+    return OnnxBackend()
+
+
+def _tenant(database: Database, name: str = "acme") -> UUID:
+    with database.unit_of_work(None) as session:
+        return tenant_service.create(session, TenantCreate(name=name), pepper=PEPPER).tenant.id
+
+
+def _upsert(database: Database, tenant_id: UUID, *tools: ToolCreate) -> None:
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        tool_service.upsert(session, tenant_id, list(tools))
+
+
+def _jobs(owner_conn: OwnerConn, tenant_id: UUID) -> list[tuple[object, ...]]:
+    return owner_conn.execute(
+        "SELECT o.kind, t.name, o.version FROM outbox o JOIN tools t"
+        " ON t.tenant_id = o.tenant_id AND t.id = o.tool_id"
+        " WHERE o.tenant_id = %s ORDER BY t.name, o.version",
+        (tenant_id,),
+    ).fetchall()
+
+
+def _vectors(owner_conn: OwnerConn, tenant_id: UUID) -> dict[str, tuple[object, ...]]:
+    rows = owner_conn.execute(
+        "SELECT t.name, e.model, e.version, e.dimension, e.required_permission_id"
+        " FROM tool_embeddings e JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id"
+        " WHERE e.tenant_id = %s",
+        (tenant_id,),
+    ).fetchall()
+    return {str(r[0]): r[1:] for r in rows}
+
+
+def _run_all(database: Database, backend: EmbeddingBackend) -> int:
+    """What relay + worker do, synchronously: publish, then run the published batches."""
+    published: list[tuple[UUID, list[UUID]]] = []
+    service.relay(
+        database, lambda t, jobs: published.append((t, jobs)), lease_seconds=60, batch_tools=2
+    )
+    return sum(service.embed_jobs(database, backend, t, jobs).embedded for t, jobs in published)
+
+
+class TestJobsCommitWithTheWrite:
+    def test_created_and_changed_tools_get_a_job_unchanged_ones_none(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a", description="one"), ToolCreate(name="b"))
+        _upsert(database, tenant_id, ToolCreate(name="a", description="two"), ToolCreate(name="b"))
+        assert _jobs(owner_conn, tenant_id) == [
+            ("embed", "a", 1),
+            ("embed", "a", 2),
+            ("embed", "b", 1),
+        ]
+
+    def test_a_rolled_back_write_leaves_no_job(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+
+        def fail_after_the_write() -> None:
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                tool_service.upsert(session, tenant_id, [ToolCreate(name="a")])
+                raise RuntimeError("the request failed after the write")
+
+        with pytest.raises(RuntimeError):
+            fail_after_the_write()
+        assert _jobs(owner_conn, tenant_id) == []
+
+
+class TestRelay:
+    def test_only_a_relay_transaction_sees_other_tenants_jobs(self, database: Database) -> None:
+        a, b = _tenant(database, "acme"), _tenant(database, "globex")
+        _upsert(database, a, ToolCreate(name="x"))
+        _upsert(database, b, ToolCreate(name="y"))
+        with database.unit_of_work(a, permissions=ALL_PERMISSIONS) as session:
+            assert session.scalar(text("SELECT count(*) FROM outbox")) == 1
+        with database.unit_of_work(None) as session:
+            assert session.scalar(text("SELECT count(*) FROM outbox")) == 0
+        published: list[tuple[UUID, int]] = []
+        count = service.relay(
+            database,
+            lambda t, jobs: published.append((t, len(jobs))),
+            lease_seconds=60,
+            batch_tools=10,
+        )
+        assert count == 2
+        assert sorted(published) == sorted([(a, 1), (b, 1)])
+
+    def test_the_relay_can_neither_add_nor_remove_jobs(self, database: Database) -> None:
+        a = _tenant(database)
+        _upsert(database, a, ToolCreate(name="x"))
+        with database.unit_of_work(None) as session:
+            session.execute(text("SELECT set_config('app.relay', 'on', true)"))
+            assert session.execute(text("DELETE FROM outbox")).rowcount == 0  # type: ignore[attr-defined]
+
+        def insert_as_relay() -> None:
+            with database.unit_of_work(None) as session:
+                session.execute(text("SELECT set_config('app.relay', 'on', true)"))
+                session.execute(
+                    text(
+                        "INSERT INTO outbox (tenant_id, id, kind, attempts)"
+                        " VALUES (:t, :i, 'embed', 0)"
+                    ),
+                    {"t": a, "i": uuid.uuid4()},
+                )
+
+        with pytest.raises(sqlalchemy.exc.ProgrammingError, match="row-level security"):
+            insert_as_relay()
+
+    def test_published_jobs_are_published_again_only_after_their_lease(
+        self, database: Database
+    ) -> None:
+        a = _tenant(database)
+        _upsert(database, a, ToolCreate(name="x"), ToolCreate(name="y"), ToolCreate(name="z"))
+        calls: list[list[UUID]] = []
+        assert (
+            service.relay(database, lambda t, j: calls.append(j), lease_seconds=60, batch_tools=2)
+            == 3
+        )
+        assert [len(c) for c in calls] == [2, 1]
+        assert (
+            service.relay(database, lambda t, j: calls.append(j), lease_seconds=60, batch_tools=2)
+            == 0
+        )
+        # A lost message: after the lease the same jobs go out again.
+        assert (
+            service.relay(database, lambda t, j: calls.append(j), lease_seconds=0, batch_tools=2)
+            == 3
+        )
+
+    def test_a_broker_failure_keeps_the_jobs_due(self, database: Database) -> None:
+        a = _tenant(database)
+        _upsert(database, a, ToolCreate(name="x"))
+
+        def broken(_tenant: UUID, _jobs: list[UUID]) -> None:
+            raise ConnectionError("broker down")
+
+        with pytest.raises(ConnectionError):
+            service.relay(database, broken, lease_seconds=60, batch_tools=10)
+        assert service.relay(database, lambda t, j: None, lease_seconds=60, batch_tools=10) == 1
+
+
+class TestEmbedJobs:
+    def test_every_tool_gets_its_current_version_once_and_jobs_are_done(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a", description="one"), ToolCreate(name="b"))
+        _upsert(database, tenant_id, ToolCreate(name="a", description="two"), ToolCreate(name="b"))
+        assert _run_all(database, model) == 2
+        assert _vectors(owner_conn, tenant_id) == {
+            "a": (model.model, 2, 384, None),
+            "b": (model.model, 1, 384, None),
+        }
+        assert _jobs(owner_conn, tenant_id) == []
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            status = service.status(session, tenant_id)
+        assert status == service.EmbeddingStatus(model.model, 2, 2, 0, 0, 0)
+
+    def test_repeating_a_job_changes_nothing(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a"))
+        jobs = [
+            r[0]
+            for r in owner_conn.execute("SELECT id FROM outbox WHERE tenant_id = %s", (tenant_id,))
+        ]
+        first = service.embed_jobs(database, model, tenant_id, jobs)  # type: ignore[arg-type]
+        again = service.embed_jobs(database, model, tenant_id, jobs)  # type: ignore[arg-type]
+        assert (first.embedded, again.embedded, again.jobs) == (1, 0, 1)
+
+    def test_an_update_during_the_embed_wins(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        """The model is computing version 1 while version 2 commits: 1 is never stored."""
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a", description="old words"))
+
+        class UpdatedMidway:
+            def __init__(self) -> None:
+                self.model, self.dimension = model.model, model.dimension
+
+            def embed(self, texts: Sequence[str]) -> list[list[float]]:
+                if any("old words" in t for t in texts):
+                    _upsert(database, tenant_id, ToolCreate(name="a", description="new words"))
+                return model.embed(texts)
+
+        backend = UpdatedMidway()
+        _run_all(database, backend)
+        assert _vectors(owner_conn, tenant_id) == {}
+        assert _jobs(owner_conn, tenant_id) == [("embed", "a", 2)]
+        _run_all(database, backend)
+        assert _vectors(owner_conn, tenant_id) == {"a": (model.model, 2, 384, None)}
+
+    def test_vectors_follow_permission_at_once_and_leave_with_the_tool(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        from toolsift.access.schemas import PermissionCreate
+        from toolsift.access.service import access
+
+        tenant_id = _tenant(database)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            permission = access.create_permission(session, tenant_id, PermissionCreate(name="p"))
+        _upsert(database, tenant_id, ToolCreate(name="a"))
+        _run_all(database, model)
+        _upsert(database, tenant_id, ToolCreate(name="a", required_permission="p"))
+        # Not re-embedded yet, but the old vector is already restricted.
+        assert _vectors(owner_conn, tenant_id) == {"a": (model.model, 1, 384, permission.id)}
+        with database.unit_of_work(tenant_id) as session:
+            assert session.scalar(text("SELECT count(*) FROM tool_embeddings")) == 0
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            (tool,) = tool_service.list_page(session, after=None, limit=10)[0]
+            tool_service.delete(session, tool.id)
+        assert _vectors(owner_conn, tenant_id) == {}
+
+    def test_a_new_model_takes_over_only_when_it_covers_the_catalog(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a"), ToolCreate(name="b"))
+        _run_all(database, model)
+
+        class NextModel:
+            """The same network under another name: a distinct vector space to switch to."""
+
+            model, dimension = "next-model", 384
+
+            def embed(self, texts: Sequence[str]) -> list[list[float]]:
+                return _reversed(model.embed(texts))
+
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            assert service.reindex(session, tenant_id) == 2
+        jobs = [
+            r[0]
+            for r in owner_conn.execute(
+                "SELECT id FROM outbox WHERE tenant_id = %s ORDER BY created_at", (tenant_id,)
+            )
+        ]
+        service.embed_jobs(database, NextModel(), tenant_id, jobs[:1])  # type: ignore[list-item]
+        served = owner_conn.execute(
+            "SELECT embedding_model FROM tenants WHERE id = %s", (tenant_id,)
+        ).fetchone()
+        assert served == (model.model,)
+        service.embed_jobs(database, NextModel(), tenant_id, jobs[1:])  # type: ignore[list-item]
+        served = owner_conn.execute(
+            "SELECT embedding_model FROM tenants WHERE id = %s", (tenant_id,)
+        ).fetchone()
+        assert served == ("next-model",)
+        assert {v[0] for v in _vectors(owner_conn, tenant_id).values()} == {"next-model"}
+
+    def test_update_of_a_deleted_tool_is_refused_and_leaves_no_job(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a"))
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            (tool,) = tool_service.list_page(session, after=None, limit=10)[0]
+            tool_service.delete(session, tool.id)
+        before = _jobs(owner_conn, tenant_id)
+        with (
+            pytest.raises(NotFound),
+            database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session,
+        ):
+            tool_service.update(session, tool.id, ToolUpdate(description="x"))
+        assert _jobs(owner_conn, tenant_id) == before
+
+
+def _reversed(vectors: list[list[float]]) -> list[list[float]]:
+    return [list(reversed(v)) for v in vectors]
