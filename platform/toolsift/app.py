@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from . import __version__
@@ -18,6 +22,11 @@ from .db import Database
 from .embedding import endpoints_admin as embedding_endpoints
 from .errors import AppError
 from .kit.limits import BodyLimit
+from .ops import health
+from .ops import logging as ops_logging
+from .ops.middleware import REQUEST_ID_HEADER, RequestContext
+from .security import endpoints_admin as audit_endpoints
+from .security.ratelimit import RateLimiter
 from .selection import endpoints_agent as selection_endpoints
 from .tenants import endpoints_admin as tenant_endpoints
 from .tools import endpoints_admin as tool_endpoints
@@ -43,7 +52,27 @@ def _field(loc: Sequence[Any]) -> str:
 
 async def _app_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, AppError)
-    return JSONResponse(error.body(), status_code=error.status_code)
+    return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers)
+
+
+_log = logging.getLogger(__name__)
+
+
+async def _database_error(_request: Request, error: Exception) -> JSONResponse:
+    """The database went away (restart, failover, pool exhausted): 503, retry later.
+
+    The transaction was rolled back, so nothing of the request was written; the pool drops
+    the dead connections and the next request reconnects without an API restart.
+    """
+    if (
+        isinstance(error, DBAPIError)
+        and not isinstance(error, OperationalError)
+        and not error.connection_invalidated
+    ):
+        raise error
+    _log.warning("database unavailable: %s", type(error).__name__)
+    body = {"error": {"code": "database_unavailable", "message": "database unavailable; retry"}}
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
 _HTTP_CODES = {
@@ -86,6 +115,11 @@ async def _validation_error(_request: Request, error: Exception) -> JSONResponse
 def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
     settings = settings or get_settings()
     settings.check_secrets()
+    ops_logging.configure(
+        fmt=settings.log_format,
+        level=settings.log_level,
+        secrets=[settings.key_pepper, settings.operator_key, settings.embedding_http_token],
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -97,25 +131,36 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         yield
         if owned:
             app.state.database.dispose()
+        if app.state.rate_limiter is not None:
+            app.state.rate_limiter.close()
 
     app = FastAPI(title="toolsift", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.rate_limiter = RateLimiter.from_settings(settings)
     if database is not None:
         app.state.database = database
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    for database_error in (OperationalError, DBAPIError, PoolTimeout):
+        app.add_exception_handler(database_error, _database_error)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:  # off unless origins are configured
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["authorization", "content-type", REQUEST_ID_HEADER],
+            expose_headers=[REQUEST_ID_HEADER, "retry-after"],
+        )
+    # Outermost: every response, 413s and CORS preflights included, carries the request id.
+    app.add_middleware(RequestContext, max_query_bytes=settings.max_query_bytes)
 
     admin = [tenant_endpoints.router, access_endpoints.permissions, access_endpoints.roles]
     admin += [access_endpoints.keys, tool_endpoints.router, embedding_endpoints.router]
+    admin += [audit_endpoints.router]
     for router in admin:
         app.include_router(router, prefix="/admin/v1")
     app.include_router(selection_endpoints.router, prefix="/v1")
-
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
-        """The process is alive."""
-        return {"status": "ok"}
-
+    app.include_router(health.router)
     return app

@@ -27,6 +27,7 @@ from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis
 from .errors import AppError
 from .migrate import ensure_database, upgrade
+from .security import audit
 from .tenants.schemas import TenantCreate
 from .tenants.service import tenant as tenant_service
 from .tools.importer import CatalogError, read_catalog
@@ -76,22 +77,33 @@ def migrate(data_dir: DataDir = None) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    workers: Annotated[int, typer.Option(help="uvicorn worker processes.")] = 1,
+    host: Annotated[str, typer.Option(envvar="TOOLSIFT_HOST", help="Interface to bind.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(envvar="TOOLSIFT_PORT", help="TCP port.")] = 8000,
+    workers: Annotated[
+        int, typer.Option(envvar="TOOLSIFT_API_WORKERS", min=1, help="uvicorn worker processes.")
+    ] = 1,
 ) -> None:
     """Serve the HTTP API against DATABASE_URL (no embedded services)."""
     import uvicorn
 
-    if not get_settings().database_url:
+    from .ops.metrics import prepare_multiprocess_dir
+
+    settings = get_settings()
+    if not settings.database_url:
         _fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
+    prepare_multiprocess_dir()
+    # The app logs each request itself, with its request id; uvicorn's access log is off.
     uvicorn.run(
         "toolsift.app:create_app",
         factory=True,
         host=host,
         port=port,
         workers=workers,
-        log_level="info",
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        proxy_headers=True,
     )
 
 
@@ -108,7 +120,9 @@ def _worker_command(
 
 @app.command()
 def worker(
-    concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    concurrency: Annotated[
+        int, typer.Option(envvar="TOOLSIFT_WORKER_CONCURRENCY", min=1, help="Worker processes.")
+    ] = 1,
     beat: Annotated[
         bool,
         typer.Option(
@@ -121,14 +135,6 @@ def worker(
     """Start a Celery worker (needs DATABASE_URL and REDIS_URL)."""
     schedule = _settings(data_dir).data_dir / "celerybeat-schedule" if beat else None
     raise typer.Exit(subprocess.call(_worker_command(concurrency, beat_schedule=schedule)))
-
-
-@app.command()
-def beat(data_dir: DataDir = None) -> None:
-    """Start Celery beat alone: the outbox relay's schedule (one per deployment)."""
-    schedule = _settings(data_dir).data_dir / "celerybeat-schedule"
-    command = [sys.executable, "-m", "celery", "-A", "workers", "beat", "--loglevel", "INFO"]
-    raise typer.Exit(subprocess.call([*command, "--schedule", str(schedule)]))
 
 
 @app.command()
@@ -154,6 +160,48 @@ def reindex(
         finally:
             database.dispose()
     console.print(f"queued {queued} tools for embedding")
+
+
+@app.command()
+def beat(
+    schedule: Annotated[
+        Path, typer.Option(help="Where beat keeps its schedule state (a writable file).")
+    ] = Path("celerybeat-schedule"),
+) -> None:
+    """Start Celery beat, the periodic scheduler (run exactly one)."""
+    command = [sys.executable, "-m", "celery", "-A", "workers", "beat", "--loglevel", "INFO"]
+    command += ["--schedule", str(schedule)]
+    raise typer.Exit(subprocess.call(command))
+
+
+@app.command()
+def ping(
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for an answer.")] = 5.0,
+    this_host: Annotated[
+        bool, typer.Option("--this-host", help="Only the worker on this host must answer.")
+    ] = False,
+    broker_only: Annotated[
+        bool, typer.Option("--broker-only", help="Only check that the broker answers.")
+    ] = False,
+) -> None:
+    """Health probe for workers and beat: exit 0 when the broker (and a worker) answers."""
+    import socket
+
+    from workers.celery_app import celery_app
+
+    try:
+        with celery_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+    except Exception as error:
+        _fail(f"broker unreachable: {type(error).__name__}")
+    if broker_only:
+        console.print("broker ok")
+        return
+    destination = [f"celery@{socket.gethostname()}"] if this_host else None
+    replies = celery_app.control.ping(destination=destination, timeout=timeout)
+    if not replies:
+        _fail("no worker answered")
+    console.print(f"{len(replies)} worker(s) answered")
 
 
 @app.command()
@@ -264,6 +312,7 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         with database.unit_of_work(None) as session:
+            audit.track(session, audit.Actor("cli"))
             created = tenant_service.create(
                 session, TenantCreate(name=name), pepper=settings.key_pepper
             )
@@ -293,6 +342,7 @@ def key_create(
         database = Database(url, pool_size=1)
         try:
             with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                audit.track(session, audit.Actor("cli"))
                 key = access.create_key(session, tenant, data, pepper=settings.key_pepper)
         except AppError as error:
             _fail(error.message)
@@ -329,6 +379,7 @@ def tools_import(
                 for start in range(0, len(items), batch):
                     chunk = items[start : start + batch]
                     with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                        audit.track(session, audit.Actor("cli"))
                         result = tool_service.upsert(session, tenant, chunk)
                     for status in totals:
                         totals[status] += getattr(result, status)

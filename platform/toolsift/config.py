@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # The role the application runs as: neither owner of the tables nor BYPASSRLS.
 APP_ROLE = "toolsift_app"
@@ -43,6 +44,21 @@ class Settings(BaseSettings):
     # Bootstrap secret that may create tenants over the API (the CLI needs none).
     operator_key: str | None = None
     max_body_bytes: int = 262_144
+    # Longest URL query string accepted (413 past it), so a query cannot carry a body's load.
+    max_query_bytes: int = 8_192
+    # Logs: "json" (one object a line, for collectors) or "text"; level by name.
+    log_format: Literal["json", "text"] = "text"
+    log_level: str = "INFO"
+    # Requests per key per window (Redis-backed; 0 turns a limit off). Without Redis, or
+    # while it is down, requests are let through: selects must keep working.
+    rate_limit_agent: int = 1200
+    rate_limit_admin: int = 300
+    rate_limit_window_seconds: int = 60
+    rate_limit_redis_timeout: float = 0.05
+    # Browser origins allowed to call the API; empty (the default) sends no CORS headers.
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Uvicorn worker processes of `toolsift serve`.
+    api_workers: int = 1
     # Embeddings: the bundled ONNX model by default, or an OpenAI-compatible server.
     embedding_backend: Literal["onnx", "http"] = "onnx"
     embedding_dimension: int = 384
@@ -58,6 +74,16 @@ class Settings(BaseSettings):
     outbox_relay_interval: float = 1.0
     outbox_lease_seconds: float = 60.0
     embed_batch_tools: int = 64
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: object) -> object:
+        """A comma-separated list in the environment, a JSON list also accepted."""
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
 
     @field_validator("database_url")
     @classmethod

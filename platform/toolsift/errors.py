@@ -8,6 +8,7 @@ from typing import Any
 class AppError(Exception):
     status_code = 400
     code = "bad_request"
+    headers: dict[str, str] | None = None
 
     def __init__(self, message: str, *, field: str | None = None, **extra: Any) -> None:
         super().__init__(message)
@@ -56,3 +57,17 @@ class PayloadTooLarge(AppError):
 class Unprocessable(AppError):
     status_code = 422
     code = "validation_error"
+
+
+class RateLimited(AppError):
+    status_code = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class ServiceUnavailable(AppError):
+    status_code = 503
+    code = "unavailable"

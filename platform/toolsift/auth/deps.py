@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import Forbidden, Unauthenticated
+from ..security import audit
 from . import keys
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tsk_...`")
@@ -78,6 +79,11 @@ def _context(
         )
         if principal.scope != scope:
             raise Forbidden(f"this endpoint needs an {scope} key")
+        limiter = request.app.state.rate_limiter
+        if limiter is not None:
+            limiter.check(principal.key_id, principal.scope)
+        if scope == "admin":
+            audit.track(session, audit.Actor("key", principal.key_id))
         request.state.principal = principal
         yield Context(principal, session)
 

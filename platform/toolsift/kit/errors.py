@@ -26,5 +26,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         409: "Conflicts with existing state",
         413: "Request body too large",
         422: "Invalid input; `field` names the offending field",
+        429: "Too many requests for this key; retry after `Retry-After` seconds",
+        503: "A dependency (the database) is unavailable; retry",
     }.items()
 }

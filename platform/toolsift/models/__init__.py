@@ -1,6 +1,7 @@
 """All ORM models in one package, so Alembic and the mappers see everything through one import."""
 
 from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
+from .audit import AuditEntry
 from .base import Base
 from .embedding import OutboxJob, ToolEmbedding
 from .selection import SelectionLog, ToolCall
@@ -10,6 +11,7 @@ from .tool import CorpusStat, TermStat, Tool, ToolTerm
 __all__ = [
     "ApiKey",
     "ApiKeyRole",
+    "AuditEntry",
     "Base",
     "CorpusStat",
     "OutboxJob",

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from ..auth.deps import AgentContext
 from ..kit.errors import ERRORS
+from ..ops.middleware import note_select_mode
 from .schemas import AuthorizeRequest, AuthorizeResponse, SelectRequest, SelectResponse
 from .service import selection as selection_service
 
@@ -17,6 +18,7 @@ def select_tools(data: SelectRequest, ctx: AgentContext) -> SelectResponse:
     Core tools come first, then the rest in fixed registry order, so the prompt-cache prefix
     survives from turn to turn. Forbidden tools are filtered out before scoring.
     """
+    note_select_mode(data.mode)
     return selection_service.select(ctx.session, ctx.principal, data)
 
 

@@ -9,6 +9,7 @@ from ..auth.deps import AdminContext, bearer, get_database
 from ..errors import Forbidden, Unauthenticated
 from ..kit.errors import ERRORS
 from ..models import Tenant
+from ..security import audit
 from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
 from .service import tenant as tenant_service
 
@@ -31,6 +32,7 @@ def create_tenant(
     ):
         raise Forbidden("creating tenants needs the operator key")
     with get_database(request).unit_of_work(None) as session:
+        audit.track(session, audit.Actor("operator"))
         return tenant_service.create(session, data, pepper=settings.key_pepper)
 
 

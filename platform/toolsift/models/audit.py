@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import CheckConstraint, Index, Text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, TenantScoped, Timestamped
+
+
+class AuditEntry(TenantScoped, Timestamped, Base):
+    """One row changed by an admin unit of work: who, what, and hashes before and after.
+
+    Append-only for the application role (INSERT and SELECT only). No foreign key to
+    tenants, so the trail outlives what it describes.
+    """
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        CheckConstraint("action IN ('insert', 'update', 'delete')", name="action"),
+        Index("ix_audit_log_tenant_id_created_at", "tenant_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    actor: Mapped[str] = mapped_column(Text)  # key, operator or cli
+    actor_key_id: Mapped[uuid.UUID | None] = mapped_column()
+    request_id: Mapped[str | None] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    table_name: Mapped[str] = mapped_column(Text)
+    row_key: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    changed: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    before_hash: Mapped[str | None] = mapped_column(Text)
+    after_hash: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,1 @@
+"""Running in production: structured logs, request ids, metrics, readiness."""

@@ -1,0 +1,113 @@
+"""Structured logs: one JSON object a line, each with the request id; secrets scrubbed.
+
+Redaction happens in the formatter, on the final text (message, arguments and traceback
+alike), so no code path can log an API key, a bearer token or a configured secret.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+request_id: ContextVar[str | None] = ContextVar("toolsift_request_id", default=None)
+
+# tsk_<tenant>_<key>_<secret>, and anything after "Bearer ".
+_PATTERNS = [
+    re.compile(r"tsk_[0-9a-fA-F]{32}_[0-9a-fA-F]{32}_[A-Za-z0-9_\-]+"),
+    re.compile(r"(?i)(bearer\s+)[^\s'\",]+"),
+    re.compile(
+        r"(?i)((?:password|secret|token|pepper|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)[^\s'\",&}]+"
+    ),
+    re.compile(r"(postgres(?:ql)?(?:\+psycopg)?://[^:/@\s]+:)[^@\s]+(@)"),
+    re.compile(r"(rediss?://[^:/@\s]*:)[^@\s]+(@)"),
+]
+REDACTED = "[redacted]"
+_HANDLER_NAME = "toolsift"
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "request_id"}
+
+
+class Redactor:
+    """Scrubs key-shaped strings, bearer tokens, URL passwords and the given secrets."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        for pattern in _PATTERNS:
+            text = pattern.sub(
+                lambda m: (
+                    (m.group(1) if m.re.groups >= 1 else "")
+                    + REDACTED
+                    + (m.group(2) if m.re.groups >= 2 else "")
+                ),
+                text,
+            )
+        return text
+
+
+class _RequestId(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", None),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return self.redact(json.dumps(entry, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+        self.redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redact(super().format(record))
+
+
+def configure(
+    *,
+    fmt: str = "json",
+    level: str = "INFO",
+    secrets: Iterable[str | None] = (),
+    stream: TextIO | None = None,
+) -> logging.Handler:
+    """Route the root logger and uvicorn's loggers through one scrubbing handler (idempotent)."""
+    redact = Redactor(secrets)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.addFilter(_RequestId())
+    handler.setFormatter(JsonFormatter(redact) if fmt == "json" else TextFormatter(redact))
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
+    return handler

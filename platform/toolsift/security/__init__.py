@@ -1,0 +1,1 @@
+"""Rate limits and the audit log of admin changes."""

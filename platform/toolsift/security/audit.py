@@ -1,0 +1,166 @@
+"""The audit log: every row an admin unit of work inserts, changes or deletes.
+
+One `before_flush` hook on all sessions, active only in sessions marked with `track()` (admin
+requests, the operator, the CLI), records each new, changed and deleted ORM row, plus rows
+removed by ORM bulk deletes: its table, primary key, changed columns and a SHA-256 of the
+row before and after. Endpoints need no code of their own, and a new admin table is audited
+the day it gets a model. Derived rows (postings, statistics) and agent traffic are not audit
+events and are skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import event, inspect, select
+from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
+from sqlalchemy.orm.state import InstanceState
+
+from ..models import AuditEntry, Base
+from ..ops.logging import request_id
+
+# Rows written as a consequence of an audited change, not as a change of their own.
+NOT_AUDITED = frozenset({"audit_log", "tool_terms", "term_stats", "corpus_stats"})
+_ACTOR = "audit_actor"
+
+
+@dataclass(frozen=True)
+class Actor:
+    kind: str  # key, operator or cli
+    key_id: uuid.UUID | None = None
+
+
+def track(session: Session, actor: Actor) -> None:
+    """Record this session's admin changes, attributed to `actor`."""
+    session.info[_ACTOR] = actor
+
+
+def _table(mapper: Any) -> str:
+    return str(mapper.local_table.name)
+
+
+def row_hash(values: dict[str, Any]) -> str:
+    canonical = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _hashed_columns(state: InstanceState[Any]) -> list[Any]:
+    # Server-side timestamps are not known before the INSERT, so they are not hashed.
+    return [c for c in state.mapper.column_attrs if c.columns[0].server_default is None]
+
+
+def _current(state: InstanceState[Any], *, new: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for attr in _hashed_columns(state):
+        if attr.key in state.dict:
+            values[attr.key] = state.dict[attr.key]
+        elif new:
+            default = attr.columns[0].default
+            if default is None:
+                values[attr.key] = None
+            elif default.is_scalar:
+                values[attr.key] = default.arg
+            elif default.is_callable:
+                values[attr.key] = default.arg(None)
+    return values
+
+
+def _before(state: InstanceState[Any]) -> tuple[dict[str, Any], list[str]]:
+    values = _current(state, new=False)
+    changed: list[str] = []
+    for attr in _hashed_columns(state):
+        history = state.attrs[attr.key].history
+        if history.has_changes():
+            changed.append(attr.key)
+            values[attr.key] = history.deleted[0] if history.deleted else None
+    return values, changed
+
+
+def _key(state: InstanceState[Any]) -> dict[str, Any]:
+    return {str(c.key): str(state.dict.get(str(c.key))) for c in state.mapper.primary_key}
+
+
+def _tenant(state: InstanceState[Any]) -> Any:
+    return state.dict.get("tenant_id") or state.dict.get("id")
+
+
+def _entry(
+    actor: Actor,
+    state: InstanceState[Any],
+    action: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    changed: list[str],
+) -> AuditEntry:
+    return AuditEntry(
+        tenant_id=_tenant(state),
+        id=uuid.uuid4(),
+        # The clock, not now(): entries of one transaction keep their order.
+        created_at=datetime.now(UTC),
+        actor=actor.kind,
+        actor_key_id=actor.key_id,
+        request_id=request_id.get(),
+        action=action,
+        table_name=_table(state.mapper),
+        row_key=_key(state),
+        changed=changed,
+        before_hash=row_hash(before) if before is not None else None,
+        after_hash=row_hash(after) if after is not None else None,
+    )
+
+
+def _audited(state: InstanceState[Any]) -> bool:
+    return _table(state.mapper) not in NOT_AUDITED
+
+
+@event.listens_for(Session, "before_flush")
+def _record(session: Session, _flush: UOWTransaction, _instances: object) -> None:
+    actor: Actor | None = session.info.get(_ACTOR)
+    if actor is None:
+        return
+    entries: list[AuditEntry] = []
+    for obj in list(session.new):
+        state = inspect(obj)
+        if _audited(state):
+            after = _current(state, new=True)
+            entries.append(_entry(actor, state, "insert", None, after, sorted(after)))
+    for obj in list(session.dirty):
+        state = inspect(obj)
+        if not _audited(state) or not session.is_modified(obj, include_collections=False):
+            continue
+        before, changed = _before(state)
+        if changed:
+            after = _current(state, new=False)
+            entries.append(_entry(actor, state, "update", before, after, changed))
+    for obj in list(session.deleted):
+        state = inspect(obj)
+        if _audited(state):
+            entries.append(_entry(actor, state, "delete", _current(state, new=False), None, []))
+    session.add_all(entries)
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _record_bulk_delete(state: ORMExecuteState) -> None:
+    """`session.execute(delete(Model).where(...))` bypasses the flush: load and mark the rows
+    first, so they are audited (and deleted) like any other."""
+    actor: Actor | None = state.session.info.get(_ACTOR)
+    if actor is None or not state.is_delete or state.bind_mapper is None:
+        return
+    mapper = state.bind_mapper
+    if _table(mapper) in NOT_AUDITED or not issubclass(mapper.class_, Base):
+        return
+    where = state.statement.whereclause  # type: ignore[attr-defined]
+    query = select(mapper.class_)
+    if where is not None:
+        query = query.where(where)
+    rows = state.session.execute(query, execution_options={"_audit_probe": True}).scalars()
+    entries = []
+    for obj in rows:
+        row = inspect(obj)
+        entries.append(_entry(actor, row, "delete", _current(row, new=False), None, []))
+    state.session.add_all(entries)

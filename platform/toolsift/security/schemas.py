@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from ..kit.schemas import ReadSchema
+
+
+class AuditRead(ReadSchema):
+    id: UUID
+    created_at: datetime
+    actor: str
+    actor_key_id: UUID | None
+    request_id: str | None
+    action: str
+    table_name: str
+    row_key: dict[str, Any]
+    changed: list[str]
+    before_hash: str | None
+    after_hash: str | None
+
+
+class AuditPage(BaseModel):
+    items: list[AuditRead]
+    next_cursor: str | None

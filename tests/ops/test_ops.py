@@ -1,0 +1,182 @@
+"""Readiness, metrics, request ids, scrubbed logs, CORS, size limits, audit, rate limits."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from toolsift.app import create_app
+from toolsift.config import Settings
+from toolsift.db import Database
+from toolsift.embedded import EmbeddedRedis
+from toolsift.ops import logging as ops_logging
+
+from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
+    server.start()
+    yield server
+    server.stop()
+
+
+def _client(settings: Settings, database: Database, **changes: object) -> TestClient:
+    return TestClient(create_app(settings.model_copy(update=changes), database))
+
+
+class TestHealth:
+    def test_readyz_is_ok_with_database_broker_and_head(
+        self, settings: Settings, database: Database, redis_server: EmbeddedRedis
+    ) -> None:
+        with _client(settings, database, redis_url=redis_server.url) as client:
+            response = client.get("/readyz")
+        assert response.status_code == 200, response.text
+        assert response.json() == {
+            "status": "ok",
+            "checks": {"database": "ok", "migrations": "ok", "broker": "ok"},
+        }
+
+    def test_readyz_names_the_broker_when_it_is_down(
+        self, settings: Settings, database: Database
+    ) -> None:
+        with _client(settings, database, redis_url="redis://127.0.0.1:1/0") as client:
+            response = client.get("/readyz")
+        assert response.status_code == 503
+        body = response.json()
+        assert body["status"] == "unavailable"
+        assert body["checks"]["database"] == "ok"
+        assert body["checks"]["broker"].startswith("unreachable")
+
+    def test_readyz_names_the_database_when_it_is_down(self, settings: Settings) -> None:
+        dead = Database("postgresql://toolsift@127.0.0.1:1/none", pool_size=1)
+        with _client(settings, dead) as client:
+            response = client.get("/readyz")
+        dead.dispose()
+        assert response.status_code == 503
+        assert response.json()["checks"]["database"].startswith("unreachable")
+
+    def test_metrics_expose_requests_select_latency_and_gauges(
+        self, client: TestClient, support_agent: Caller
+    ) -> None:
+        assert support_agent.select("where is my order").status_code == 200
+        text = client.get("/metrics").text
+        assert 'toolsift_select_duration_seconds_count{mode="bm25",status="200"}' in text
+        assert 'method="POST",route="/v1/select",status="200"' in text
+        assert "toolsift_database_up 1.0" in text
+        assert "toolsift_tools_live 6.0" in text
+        assert "toolsift_tenants 1.0" in text
+
+
+class TestRequests:
+    def test_request_id_is_kept_or_made(self, client: TestClient) -> None:
+        kept = client.get("/healthz", headers={"X-Request-ID": "abc-123"})
+        assert kept.headers["x-request-id"] == "abc-123"
+        made = client.get("/healthz", headers={"X-Request-ID": "bad id\n"})
+        assert len(made.headers["x-request-id"]) == 32
+        assert client.get("/nope").headers["x-request-id"]
+
+    def test_secrets_never_reach_the_logs(
+        self, settings: Settings, database: Database, support_agent: Caller, admin: Caller
+    ) -> None:
+        stream = io.StringIO()
+        with _client(settings, database) as client:
+            ops_logging.configure(fmt="json", secrets=[settings.key_pepper], stream=stream)
+            logging.getLogger("toolsift.test").warning(
+                "leak %s and Bearer %s", support_agent.key, admin.key
+            )
+            headers = {"Authorization": f"Bearer {admin.key}", "X-Request-ID": "rid-1"}
+            client.post("/admin/v1/keys", json={"name": admin.key}, headers=headers)
+            client.post("/admin/v1/permissions", content=b"{" + admin.key.encode(), headers=headers)
+            client.get(f"/admin/v1/tools?after={admin.key}", headers=headers)
+            client.post("/v1/select", json={"messages": [{"role": "user", "content": admin.key}]},
+                        headers={"Authorization": f"Bearer {support_agent.key}"})  # fmt: skip
+        logged = stream.getvalue()
+        assert '"request_id": "rid-1"' in logged
+        assert "[redacted]" in logged
+        for secret in (admin.key, support_agent.key, settings.key_pepper):
+            assert secret not in logged
+            assert secret.split("_", 3)[-1] not in logged
+
+    def test_cors_is_off_by_default_and_on_when_configured(
+        self, settings: Settings, database: Database
+    ) -> None:
+        preflight = {
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization",
+        }
+        with _client(settings, database) as client:
+            response = client.options("/v1/select", headers=preflight)
+            assert "access-control-allow-origin" not in response.headers
+        with _client(settings, database, cors_origins=["https://app.example"]) as client:
+            response = client.options("/v1/select", headers=preflight)
+            assert response.headers["access-control-allow-origin"] == "https://app.example"
+
+    def test_query_strings_are_bounded(self, client: TestClient, admin: Caller) -> None:
+        response = admin.get("/admin/v1/tools?after=1&x=" + "a" * 9000)
+        assert response.status_code == 414
+        assert response.json()["error"]["field"] == "query"
+
+
+class TestAudit:
+    def test_every_admin_change_is_recorded_with_actor_and_hashes(
+        self, admin: Caller, catalog: dict[str, str]
+    ) -> None:
+        tool_id = catalog["order_status"]
+        admin.ok(admin.patch(f"/admin/v1/tools/{tool_id}", {"description": "Where is it now"}))
+        admin.ok(admin.delete(f"/admin/v1/roles/{catalog['billing']}/permissions/billing.refund"))
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        assert {i["actor"] for i in items} == {"key"}
+        assert all(i["actor_key_id"] for i in items)
+        tables = {(i["table_name"], i["action"]) for i in items}
+        assert {("tools", "insert"), ("tools", "update"), ("roles", "insert")} <= tables
+        assert ("role_permissions", "delete") in tables
+        trail = [i for i in reversed(items) if i["row_key"].get("id") == tool_id]
+        assert trail[0]["action"] == "insert"
+        assert trail[0]["before_hash"] is None
+        assert trail[0]["after_hash"]
+        patch = next(i for i in trail[1:] if "description" in i["changed"])
+        assert patch["before_hash"]
+        assert patch["after_hash"] != patch["before_hash"]
+
+    def test_agent_traffic_is_not_audited(self, admin: Caller, support_agent: Caller) -> None:
+        before = len(admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"])
+        support_agent.select("where is my order")
+        assert len(admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]) == before
+
+    def test_bad_cursor_names_the_field(self, admin: Caller) -> None:
+        response = admin.get("/admin/v1/audit?before=nonsense")
+        assert response.status_code == 400
+        assert response.json()["error"]["field"] == "before"
+
+
+class TestRateLimits:
+    def test_429_with_retry_after_then_fail_open_without_redis(
+        self, settings: Settings, database: Database, tmp_path: Path
+    ) -> None:
+        server = EmbeddedRedis(tmp_path / "redis")
+        url = server.start()
+        try:
+            with _client(settings, database, redis_url=url, rate_limit_agent=3) as client:
+                admin = new_tenant(client, database, "limited")
+                support_catalog(admin)
+                agent = agent_key(admin, ["support"])
+                statuses = [agent.select("where is my order").status_code for _ in range(5)]
+                assert statuses == [200, 200, 200, 429, 429]
+                refused = agent.select("where is my order")
+                assert int(refused.headers["retry-after"]) >= 1
+                assert refused.json()["error"]["code"] == "rate_limited"
+                # Another key has its own budget.
+                other = agent_key(admin, ["support"], name="other")
+                assert other.select("where is my order").status_code == 200
+                server.stop()
+                assert [agent.select("order").status_code for _ in range(3)] == [200] * 3
+        finally:
+            server.stop()
