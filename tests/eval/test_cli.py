@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from toolsift.cli import app
+from toolsift.config import get_settings
 
 TINY = Path(__file__).parent / "data" / "tiny"
 runner = CliRunner()
@@ -51,3 +53,18 @@ class TestEval:
         result = runner.invoke(app, ["eval", str(tmp_path)])
         assert result.exit_code == 0
         assert "skipped" in result.output
+
+    def test_url_without_a_key_says_which_keys_it_takes(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        for name in ("TOOLSIFT_ADMIN_KEY", "TOOLSIFT_OPERATOR_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        get_settings.cache_clear()
+        try:
+            result = runner.invoke(
+                app, ["eval", str(TINY), "--modes", "bm25", "--url", "http://127.0.0.1:9"]
+            )
+        finally:
+            get_settings.cache_clear()
+        assert result.exit_code == 2
+        assert "TOOLSIFT_OPERATOR_KEY" in result.output
