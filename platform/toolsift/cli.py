@@ -16,6 +16,7 @@ from uuid import UUID
 import httpx
 import typer
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -456,6 +457,92 @@ def select_command(
                 c["reason"],
             )
         console.print(scores)
+
+
+def _csv(value: str, what: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise typer.BadParameter(f"give at least one {what}")
+    return items
+
+
+@app.command("eval")
+def eval_command(
+    dataset_dir: Annotated[
+        Path, typer.Argument(help="A folder with tools.jsonl and queries.jsonl.")
+    ],
+    modes: Annotated[
+        str, typer.Option(help="Select modes, comma-separated.")
+    ] = "bm25,dense,hybrid",
+    k: Annotated[
+        str, typer.Option("--k", help="Cut-offs of recall@k, comma-separated.")
+    ] = "1,3,5,10",
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: eval-results/<dataset>).")
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="A running server; default: an embedded stack of its own."),
+    ] = None,
+    admin_key: Annotated[
+        str | None,
+        typer.Option(envvar="TOOLSIFT_ADMIN_KEY", help="With --url: admin key of an empty tenant."),
+    ] = None,
+    baselines: Annotated[
+        str, typer.Option(help="In-process baselines, comma-separated, or 'none'.")
+    ] = "baseline_bm25s,baseline_dense",
+    queries: Annotated[
+        int | None, typer.Option(min=1, help="Evaluate a seeded sample of this many queries.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Selects in flight.")] = 4,
+    embed_timeout: Annotated[
+        float,
+        typer.Option(min=1, help="Give up after this many seconds without embedding progress."),
+    ] = 300.0,
+) -> None:
+    """Retrieval quality of the served API on a labelled dataset, beside in-process baselines:
+    recall@k, nDCG@10, MRR, tokens and latency; writes results.json, a table and a chart."""
+    from .eval import dataset as eval_dataset
+    from .eval.client import ApiError
+    from .eval.report import write
+    from .eval.runner import Options, evaluate
+
+    try:
+        ks = sorted({int(v) for v in _csv(k, "k")})
+    except ValueError:
+        raise typer.BadParameter(f"--k must be integers, got {k!r}") from None
+    if ks[0] < 1 or ks[-1] > 50:
+        raise typer.BadParameter("--k values must be between 1 and 50")
+    try:
+        data = eval_dataset.load(dataset_dir)
+    except eval_dataset.NoQueries as skipped:
+        console.print(f"[yellow]skipped:[/yellow] {skipped}")
+        return
+    except eval_dataset.DatasetError as error:
+        _fail(str(error))
+    for repair in data.repairs:
+        err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
+    data = data.sample(queries)
+    chosen = [] if baselines.strip() == "none" else _csv(baselines, "baseline")
+    options = Options(
+        modes=_csv(modes, "mode"),
+        ks=ks,
+        baselines=chosen,
+        url=url,
+        admin_key=admin_key,
+        operator_key=get_settings().operator_key,
+        concurrency=concurrency,
+        embed_timeout=embed_timeout,
+    )
+    console.print(f"{data.name}: {len(data.tools)} tools, {len(data.queries)} queries")
+    try:
+        evaluation = evaluate(data, options, console)
+    except (ApiError, httpx.HTTPError, ValueError, RuntimeError) as error:
+        _fail(str(error))
+    target = out or Path("eval-results") / data.name
+    paths = write(evaluation, ks, target)
+    console.print(Markdown(paths[1].read_text()))
+    console.print("written: " + ", ".join(str(p) for p in paths))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,177 @@
+"""The admin and agent API as `toolsift eval` uses them: over HTTP, like any client.
+
+Tools are uploaded with `PUT /admin/v1/tools` in chunks that stay under the server's body
+limit; the tenant is fresh, so every tool is created (none updated or unchanged).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .dataset import EvalTool
+
+# Below the default TOOLSIFT_MAX_BODY_BYTES (256 KiB), with room for the envelope.
+CHUNK_BYTES = 200_000
+CHUNK_TOOLS = 500
+BUDGET_TOKENS = 200_000  # the largest budget a select accepts: ranking, not budget, is measured
+
+
+class ApiError(RuntimeError):
+    """The server refused or failed a call; the message carries method, path and answer."""
+
+
+def _check(response: httpx.Response, expected: int = 200) -> Any:
+    if response.status_code != expected:
+        request = response.request
+        raise ApiError(
+            f"{request.method} {request.url.path}: HTTP {response.status_code}: "
+            f"{response.text[:500]}"
+        )
+    return response.json() if response.content else None
+
+
+@dataclass(frozen=True)
+class EmbeddingStatus:
+    model: str | None
+    tools: int
+    embedded: int
+    stale: int
+    missing: int
+    pending_jobs: int
+
+    @property
+    def done(self) -> bool:
+        return self.missing == 0 and self.stale == 0
+
+
+class Admin:
+    """One tenant's admin key."""
+
+    def __init__(self, base_url: str, key: str, *, timeout: float = 120.0) -> None:
+        self.http = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def tenant(self) -> dict[str, Any]:
+        result: dict[str, Any] = _check(self.http.get("/admin/v1/tenant"))
+        return result
+
+    def has_tools(self) -> bool:
+        page = _check(self.http.get("/admin/v1/tools", params={"limit": 1}))
+        return bool(page["items"])
+
+    def agent_key(self, name: str = "toolsift-eval") -> str:
+        created = _check(
+            self.http.post("/admin/v1/keys", json={"name": name, "scope": "agent", "roles": []}),
+            201,
+        )
+        return str(created["secret"])
+
+    def upload(self, tools: Sequence[EvalTool], progress: Callable[[int], None]) -> None:
+        """Every tool, in chunks under the body limit, in dataset order (= registry order)."""
+        chunk: list[dict[str, Any]] = []
+        size = 0
+        for item in tools:
+            body = item.tool.model_dump(mode="json")
+            length = len(json.dumps(body)) + 2
+            if chunk and (size + length > CHUNK_BYTES or len(chunk) >= CHUNK_TOOLS):
+                self._put(chunk)
+                progress(len(chunk))
+                chunk, size = [], 0
+            chunk.append(body)
+            size += length
+        if chunk:
+            self._put(chunk)
+            progress(len(chunk))
+
+    def _put(self, chunk: list[dict[str, Any]]) -> None:
+        _check(self.http.put("/admin/v1/tools", json={"tools": chunk}))
+
+    def token_costs(self) -> dict[str, int]:
+        """Registry name -> token cost, as the server computed it (what a select spends)."""
+        costs: dict[str, int] = {}
+        after: int | None = None
+        while True:
+            params: dict[str, int] = {"limit": 1000}
+            if after is not None:
+                params["after"] = after
+            page = _check(self.http.get("/admin/v1/tools", params=params))
+            for tool in page["items"]:
+                costs[tool["name"]] = int(tool["token_cost"])
+            after = page.get("next_cursor")
+            if after is None or not page["items"]:
+                return costs
+
+    def embeddings(self) -> EmbeddingStatus:
+        response = self.http.get("/admin/v1/embeddings")
+        if response.status_code == 404:
+            raise ApiError(
+                "GET /admin/v1/embeddings: HTTP 404: this server has no embeddings pipeline"
+            )
+        data = _check(response)
+        return EmbeddingStatus(**{k: data[k] for k in EmbeddingStatus.__dataclass_fields__})
+
+    def wait_for_embeddings(
+        self,
+        progress: Callable[[EmbeddingStatus], None],
+        *,
+        timeout: float,
+        poll: float = 1.0,
+    ) -> EmbeddingStatus:
+        """Poll until every live tool has a current vector; fail after `timeout` s of no progress."""
+        last_change = time.monotonic()
+        previous: EmbeddingStatus | None = None
+        while True:
+            status = self.embeddings()
+            progress(status)
+            if status.done:
+                return status
+            if previous is None or status.embedded != previous.embedded:
+                last_change = time.monotonic()
+            elif time.monotonic() - last_change > timeout:
+                raise ApiError(
+                    f"embeddings made no progress for {timeout:.0f} s "
+                    f"({status.embedded}/{status.tools} embedded, {status.pending_jobs} jobs "
+                    "pending): is a worker running?"
+                )
+            previous = status
+            time.sleep(poll)
+
+
+def create_tenant(base_url: str, operator_key: str, name: str) -> str:
+    """A fresh tenant through `POST /admin/v1/tenants`; returns its admin key."""
+    response = httpx.post(
+        f"{base_url.rstrip('/')}/admin/v1/tenants",
+        json={"name": name},
+        headers={"Authorization": f"Bearer {operator_key}"},
+        timeout=30,
+    )
+    return str(_check(response, 201)["admin_key"]["secret"])
+
+
+def select_body(text: str, *, mode: str, k: int) -> bytes:
+    """One user turn; debug for the ranked candidates (tools come back in registry order)."""
+    body = {
+        "messages": [{"role": "user", "content": text}],
+        "k": k,
+        "budget_tokens": BUDGET_TOKENS,
+        "mode": mode,
+        "debug": True,
+    }
+    return json.dumps(body).encode()
+
+
+def ranking(answer: dict[str, Any]) -> list[str]:
+    """The selected tools in rank order, from the debug candidates."""
+    candidates = answer.get("candidates") or []
+    chosen = [c for c in candidates if c.get("selected")]
+    return [str(c["name"]) for c in sorted(chosen, key=lambda c: int(c["rank"]))]

@@ -1,0 +1,91 @@
+"""What `toolsift eval` writes: results.json, a markdown table, a recall@k chart, per-query
+rankings (for looking at misses)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from .runner import Evaluation
+
+RESULTS = "results.json"
+TABLE = "results.md"
+CHART = "recall.png"
+PER_QUERY = "queries.jsonl"
+
+
+def _pct(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
+def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
+    """One row per mode and baseline: recall@k, nDCG@10, MRR, tokens, latency."""
+    data = evaluation.as_json()
+    head = [*(f"R@{k}" for k in ks), "nDCG@10", "MRR", "tokens (of catalog)", "p50 ms", "p95 ms"]
+    lines = [
+        f"**{data['dataset']}**: {data['tools']} tools, {data['queries']} queries",
+        "",
+        "| | " + " | ".join(head) + " |",
+        "|---|" + "---:|" * len(head),
+    ]
+    for name, row in data["results"].items():
+        share = row["tokens_fraction"]
+        tokens = f"{row['tokens_mean']:,.0f} ({share:.1%})" if not math.isnan(share) else "n/a"
+        cells = [
+            *(_pct(row[f"recall@{k}"]) for k in ks),
+            _pct(row["ndcg@10"]),
+            _pct(row["mrr"]),
+            tokens,
+            f"{row['latency_p50_ms']:.1f}",
+            f"{row['latency_p95_ms']:.1f}",
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    rows: list[dict[str, float]] = list(evaluation.results.values())
+    catalog = rows[0]["catalog_tokens"] if rows else 0
+    if catalog:
+        lines += ["", f"Whole catalog: {catalog:,.0f} tokens."]
+    return "\n".join(lines) + "\n"
+
+
+def chart(evaluation: Evaluation, ks: Sequence[int], path: Path) -> None:
+    """Recall@k curves, one per mode and baseline (baselines dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.4), dpi=120)
+    for name, row in evaluation.results.items():
+        style = "--" if name.startswith("baseline_") else "-"
+        axes.plot(list(ks), [row[f"recall@{k}"] for k in ks], style, marker="o", label=name)
+    axes.set_xticks(list(ks))
+    axes.set_xlabel("k (tools returned)")
+    axes.set_ylabel("recall@k")
+    axes.set_ylim(0, 1)
+    axes.grid(alpha=0.3)
+    data = evaluation.as_json()
+    axes.set_title(f"{data['dataset']}: {data['tools']} tools, {data['queries']} queries")
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def write(evaluation: Evaluation, ks: Sequence[int], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / RESULTS, out / TABLE, out / CHART, out / PER_QUERY]
+    paths[0].write_text(json.dumps(evaluation.as_json(), indent=2) + "\n")
+    paths[1].write_text(markdown(evaluation, ks))
+    chart(evaluation, ks, paths[2])
+    with paths[3].open("w") as handle:
+        for index, query in enumerate(evaluation.dataset.queries):
+            record = {
+                "id": query.id,
+                "query": query.text,
+                "relevant": sorted(query.relevant),
+                "rankings": {name: o[index].ranking for name, o in evaluation.outcomes.items()},
+            }
+            handle.write(json.dumps(record) + "\n")
+    return paths

@@ -1,0 +1,227 @@
+"""`toolsift eval` end to end: servers, a fresh tenant, the upload, the embeddings wait,
+every query through `POST /v1/select` (concurrently, bounded), then the baselines."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..bench.stack import sigterm_as_interrupt
+from . import baselines, client, stack
+from .dataset import Dataset
+from .metrics import Outcome, summarise
+
+MODES = ("bm25", "dense", "hybrid")
+EMBEDDING_MODES = frozenset({"dense", "hybrid"})
+
+
+@dataclass(frozen=True)
+class Options:
+    modes: Sequence[str] = ("bm25", "dense", "hybrid")
+    ks: Sequence[int] = (1, 3, 5, 10)
+    baselines: Sequence[str] = baselines.BASELINES
+    url: str | None = None
+    admin_key: str | None = None
+    operator_key: str | None = None
+    concurrency: int = 4
+    embed_timeout: float = 300.0
+
+
+@dataclass
+class Evaluation:
+    dataset: Dataset
+    results: dict[str, dict[str, float]] = field(default_factory=dict)
+    outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The shape of results.json."""
+        return {
+            "dataset": self.dataset.name,
+            "tools": len(self.dataset.tools),
+            "queries": len(self.dataset.queries),
+            "results": self.results,
+        }
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+@contextlib.contextmanager
+def _served(
+    options: Options, *, embeddings: bool, log: Callable[[str], None]
+) -> Iterator[tuple[str, str]]:
+    """(url, admin key) of a fresh tenant: on `--url`, or on an embedded stack of our own."""
+    if options.url is None:
+        with sigterm_as_interrupt(), contextlib.ExitStack() as servers:
+            work_dir = Path(
+                servers.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-eval-"))
+            )
+            log("starting an embedded stack" + (" with a worker" if embeddings else ""))
+            served = stack.start(work_dir, servers, embeddings=embeddings)
+            yield served.url, served.admin_key
+        return
+    url = options.url.rstrip("/")
+    if options.operator_key:
+        key = client.create_tenant(url, options.operator_key, f"toolsift-eval-{os.getpid()}")
+    elif options.admin_key:
+        key = options.admin_key
+        admin = client.Admin(url, key)
+        try:
+            if admin.has_tools():
+                raise client.ApiError(
+                    "the tenant of TOOLSIFT_ADMIN_KEY already has tools; eval needs a fresh "
+                    "tenant (or set TOOLSIFT_OPERATOR_KEY to have one created)"
+                )
+        finally:
+            admin.close()
+    else:
+        raise client.ApiError(
+            "--url needs TOOLSIFT_OPERATOR_KEY (a fresh tenant is created) or "
+            "TOOLSIFT_ADMIN_KEY (of an empty tenant)"
+        )
+    yield url, key
+
+
+def _select_all(
+    url: str,
+    agent_key: str,
+    dataset: Dataset,
+    *,
+    mode: str,
+    depth: int,
+    concurrency: int,
+    advance: Callable[[], None],
+) -> list[Outcome]:
+    """Every query once, `concurrency` at a time; the first failure stops the run."""
+    local = threading.local()
+    headers = {"Authorization": f"Bearer {agent_key}", "Content-Type": "application/json"}
+    clients: list[httpx.Client] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> Outcome:
+        http = getattr(local, "http", None)
+        if http is None:
+            http = local.http = httpx.Client(base_url=url, headers=headers, timeout=60.0)
+            with lock:
+                clients.append(http)
+        query = dataset.queries[index]
+        body = client.select_body(query.text, mode=mode, k=depth)
+        started = time.perf_counter()
+        response = http.post("/v1/select", content=body)
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            raise client.ApiError(
+                f"POST /v1/select (mode {mode}, query {query.id}): HTTP "
+                f"{response.status_code}: {response.text[:500]}"
+            )
+        answer = response.json()
+        advance()
+        return Outcome(client.ranking(answer), query.relevant, int(answer["tokens"]), elapsed)
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval") as pool:
+        futures = [pool.submit(one, i) for i in range(len(dataset.queries))]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in done if f.exception() is not None), None)
+        if failed is not None:
+            for future in futures:
+                future.cancel()
+            for http in clients:
+                http.close()
+            raise failed.exception()  # type: ignore[misc]
+        outcomes = [f.result() for f in futures]
+    for http in clients:
+        http.close()
+    return outcomes
+
+
+def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation:
+    """Everything for one dataset; every server started here is stopped before returning."""
+    for mode in options.modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; use some of {', '.join(MODES)}")
+    for name in options.baselines:
+        if name not in baselines.BASELINES:
+            raise ValueError(f"unknown baseline {name!r}")
+    depth = max(options.ks)
+    embeddings = bool(EMBEDDING_MODES & set(options.modes))
+    evaluation = Evaluation(dataset)
+    n_tools, n_queries = len(dataset.tools), len(dataset.queries)
+    with _served(options, embeddings=embeddings, log=console.log) as (url, admin_key):
+        admin = client.Admin(url, admin_key)
+        try:
+            with _progress(console) as progress:
+                task = progress.add_task("loading tools", total=n_tools)
+                admin.upload(dataset.tools, lambda n: progress.advance(task, n))
+            token_costs = admin.token_costs()
+            catalog_tokens = sum(token_costs.values())
+            agent_key = admin.agent_key()
+            if embeddings:
+                with _progress(console) as progress:
+                    task = progress.add_task("embedding tools", total=n_tools)
+
+                    def show(status: client.EmbeddingStatus) -> None:
+                        progress.update(task, completed=status.embedded, total=status.tools)
+
+                    admin.wait_for_embeddings(show, timeout=options.embed_timeout)
+            for mode in options.modes:
+                with _progress(console) as progress:
+                    task = progress.add_task(f"select ({mode})", total=n_queries)
+                    outcomes = _select_all(
+                        url, agent_key, dataset, mode=mode, depth=depth,
+                        concurrency=options.concurrency,
+                        advance=functools.partial(progress.advance, task),
+                    )  # fmt: skip
+                evaluation.outcomes[mode] = outcomes
+                evaluation.results[mode] = summarise(
+                    outcomes, ks=options.ks, catalog_tokens=catalog_tokens
+                )
+        finally:
+            admin.close()
+    for name in options.baselines:
+        with _progress(console) as progress:
+            task = progress.add_task(name, total=n_queries)
+            retriever: baselines.Bm25sRetriever | baselines.DenseRetriever
+            if name == baselines.BM25S:
+                retriever = baselines.Bm25sRetriever(dataset.tools)
+            else:
+                from ..embedding.onnx import OnnxBackend
+
+                progress.update(task, description=f"{name} (indexing)")
+                retriever = baselines.DenseRetriever(dataset.tools, OnnxBackend())
+                progress.update(task, description=name)
+            outcomes = baselines.run(
+                retriever.search, dataset.queries, depth=depth, token_costs=token_costs,
+                progress=functools.partial(progress.advance, task),
+            )  # fmt: skip
+        evaluation.outcomes[name] = outcomes
+        evaluation.results[name] = summarise(outcomes, ks=options.ks, catalog_tokens=catalog_tokens)
+    return evaluation

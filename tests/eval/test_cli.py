@@ -1,0 +1,70 @@
+"""`toolsift eval` end to end on the tiny dataset: its own embedded PostgreSQL and API, the
+real admin API and POST /v1/select, and both in-process baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolsift.cli import app
+from toolsift.config import get_settings
+
+TINY = Path(__file__).parent / "data" / "tiny"
+runner = CliRunner()
+
+
+class TestEval:
+    def test_bm25_and_baselines_on_the_embedded_stack(self, tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        result = runner.invoke(
+            app, ["eval", str(TINY), "--modes", "bm25", "--k", "1,3,5", "--out", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "results.json").read_text())
+        assert set(data) == {"dataset", "tools", "queries", "results"}
+        assert (data["dataset"], data["tools"], data["queries"]) == ("tiny", 6, 5)
+        assert set(data["results"]) == {"bm25", "baseline_bm25s", "baseline_dense"}
+        bm25 = data["results"]["bm25"]
+        for key in ("recall@1", "recall@3", "recall@5", "ndcg@10", "mrr", "latency_p95_ms"):
+            assert 0 <= bm25[key] <= (1 if "@" in key or key == "mrr" else 60_000)
+        # Every query here shares a distinctive word with its tools.
+        assert bm25["recall@5"] == 1.0
+        assert 0 < bm25["tokens_mean"] < bm25["catalog_tokens"]
+        assert (out / "recall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "| bm25 |" in (out / "results.md").read_text()
+        rows = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
+        assert rows[0]["rankings"]["bm25"][0] == "order_status"
+        assert "properties/target/type" in result.output
+
+    def test_an_unreadable_dataset_exits_non_zero_naming_file_and_line(
+        self, tmp_path: Path
+    ) -> None:
+        (tmp_path / "tools.jsonl").write_text((TINY / "tools.jsonl").read_text())
+        (tmp_path / "queries.jsonl").write_text('{"id": "q", "query": "hi", "relevant": ["x"]}\n')
+        result = runner.invoke(app, ["eval", str(tmp_path), "--modes", "bm25"])
+        assert result.exit_code == 2
+        assert "queries.jsonl:1:" in result.output.replace("\n", "")
+
+    def test_an_unlabelled_catalog_is_skipped(self, tmp_path: Path) -> None:
+        (tmp_path / "tools.jsonl").write_text((TINY / "tools.jsonl").read_text())
+        result = runner.invoke(app, ["eval", str(tmp_path)])
+        assert result.exit_code == 0
+        assert "skipped" in result.output
+
+    def test_url_without_a_key_says_which_keys_it_takes(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        for name in ("TOOLSIFT_ADMIN_KEY", "TOOLSIFT_OPERATOR_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        get_settings.cache_clear()
+        try:
+            result = runner.invoke(
+                app, ["eval", str(TINY), "--modes", "bm25", "--url", "http://127.0.0.1:9"]
+            )
+        finally:
+            get_settings.cache_clear()
+        assert result.exit_code == 2
+        assert "TOOLSIFT_OPERATOR_KEY" in result.output
