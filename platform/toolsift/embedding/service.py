@@ -176,7 +176,7 @@ _PENDING = text(
            ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model
     WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs)
     GROUP BY t.id, t.version, t.name, t.title, t.description, t.input_schema, t.examples,
-             e.version
+             t.position, e.version
     ORDER BY t.position
     """
 ).bindparams(bindparam("jobs", type_=_UUIDS))
