@@ -16,7 +16,9 @@ class TestSelectionLog:
         self, support_agent: Caller, admin: Caller, owner_conn: OwnerConn
     ) -> None:
         body = support_agent.ok(
-            support_agent.select("where is my order shipping status", roles=["support"])
+            support_agent.select(
+                "where is my order shipping status", roles=["support"], mode="bm25"
+            )
         )
         row = owner_conn.execute(
             "SELECT tool_names, roles, mode, tokens, catalog_tokens, candidate_count, details"

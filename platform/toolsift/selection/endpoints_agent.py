@@ -1,25 +1,47 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+import threading
+
+from fastapi import APIRouter, Request
 
 from ..auth.deps import AgentContext
+from ..embedding.base import EmbeddingBackend, get_backend
+from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
 from ..ops.middleware import note_select_mode
 from .schemas import AuthorizeRequest, AuthorizeResponse, SelectRequest, SelectResponse
 from .service import selection as selection_service
 
 router = APIRouter(tags=["agent"], responses=ERRORS)
+_EMBEDDER_LOCK = threading.Lock()
+
+
+def query_embedder(request: Request) -> EmbeddingBackend | None:
+    """One cached query embedder per app, made on first use (the model loads lazily)."""
+    state = request.app.state
+    embedder: EmbeddingBackend | None = getattr(state, "query_embedder", None)
+    if embedder is None:
+        with _EMBEDDER_LOCK:
+            embedder = getattr(state, "query_embedder", None)
+            if embedder is None:
+                try:
+                    embedder = CachedBackend(get_backend(state.settings))
+                except ValueError:
+                    return None  # misconfigured: dense stays out, BM25 serves
+                state.query_embedder = embedder
+    return embedder
 
 
 @router.post("/select", response_model=SelectResponse, response_model_exclude_none=True)
-def select_tools(data: SelectRequest, ctx: AgentContext) -> SelectResponse:
+def select_tools(data: SelectRequest, ctx: AgentContext, request: Request) -> SelectResponse:
     """Pick the tools for this turn among those the caller may use, within the budget.
 
     Core tools come first, then the rest in fixed registry order, so the prompt-cache prefix
     survives from turn to turn. Forbidden tools are filtered out before scoring.
     """
     note_select_mode(data.mode)
-    return selection_service.select(ctx.session, ctx.principal, data)
+    embedder = query_embedder(request) if data.mode != "bm25" else None
+    return selection_service.select(ctx.session, ctx.principal, data, embedder)
 
 
 @router.post("/authorize", response_model=AuthorizeResponse)

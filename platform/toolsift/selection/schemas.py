@@ -9,7 +9,7 @@ from ..kit.schemas import Schema
 from ..tools.definitions import Format
 
 MAX_TEXT = 32_768
-Mode = Literal["bm25"]
+Mode = Literal["bm25", "dense", "hybrid"]
 
 
 class Message(BaseModel):
@@ -55,7 +55,7 @@ class SelectRequest(Schema):
                     "roles": ["support"],
                     "k": 5,
                     "budget_tokens": 4000,
-                    "mode": "bm25",
+                    "mode": "hybrid",
                     "format": "anthropic",
                 }
             ]
@@ -69,7 +69,9 @@ class SelectRequest(Schema):
     )
     k: int = Field(default=5, ge=1, le=50, description="Ranked tools to add beyond core and used.")
     budget_tokens: int = Field(default=4000, ge=1, le=200_000)
-    mode: Mode = "bm25"
+    mode: Mode = Field(
+        default="hybrid", description="bm25, dense (embeddings) or hybrid (rank fusion)."
+    )
     format: Format = "anthropic"
     debug: bool = False
 
@@ -79,6 +81,8 @@ class Candidate(BaseModel):
     rank: int
     score: float
     matched_terms: list[str]
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
     selected: bool
     reason: str = Field(description="selected, over_budget or beyond_k")
 
@@ -92,6 +96,10 @@ class SelectResponse(BaseModel):
     budget_tokens: int
     query: str | None = Field(default=None, description="The query that was scored (debug only).")
     candidates: list[Candidate] | None = None
+    missing_embeddings: int | None = Field(
+        default=None,
+        description="dense/hybrid: visible live tools without a vector of the served model.",
+    )
 
 
 class AuthorizeRequest(Schema):

@@ -19,11 +19,12 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
+from ..embedding.base import EmbeddingBackend, EmbeddingError
 from ..errors import Forbidden
 from ..models import CorpusStat, SelectionLog, Tool
 from ..tools.definitions import Format, render
 from ..tools.schemas import TOOL_NAME_PATTERN
-from . import bm25
+from . import bm25, dense
 from .query import build_query, used_tools
 from .schemas import (
     AuthorizeRequest,
@@ -56,6 +57,17 @@ class Entry(NamedTuple):
     position: int
     token_cost: int
     core: bool
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate after fusion, with the ranks of each component (None: not ranked)."""
+
+    tool_id: UUID
+    score: float
+    terms: list[str]
+    bm25_rank: int | None
+    dense_rank: int | None
 
 
 @dataclass
@@ -94,22 +106,39 @@ def apply_roles(session: Session, principal: Principal, roles: Sequence[str]) ->
 
 class SelectionService:
     def select(
-        self, session: Session, principal: Principal, request: SelectRequest
+        self,
+        session: Session,
+        principal: Principal,
+        request: SelectRequest,
+        embedder: EmbeddingBackend | None = None,
     ) -> SelectResponse:
         started = time.perf_counter()
         roles = resolve_roles(principal, request.roles)
         apply_roles(session, principal, roles)
 
         query = build_query(request)
-        ranked = bm25.score(session, principal.tenant_id, query, limit=CANDIDATE_POOL)
+        lexical: list[bm25.Scored] = []
+        if request.mode != "dense":
+            lexical = bm25.score(session, principal.tenant_id, query, limit=CANDIDATE_POOL)
+        near: list[dense.Near] = []
+        missing: int | None = None
+        fusion = dense.Fusion()
+        if request.mode != "bm25":
+            model, tenant_settings = dense.tenant_embedding(session, principal.tenant_id)
+            fusion = dense.Fusion.from_settings(tenant_settings)
+            near = self._dense(session, principal.tenant_id, model, query, embedder)
+            # Counted against the served model, under RLS: hidden tools are not counted.
+            missing = dense.missing(session, principal.tenant_id, model)
         used = used_tools(request)
-        entries = self._entries(session, [r.tool_id for r in ranked], used)
+        ids = list(dict.fromkeys([r.tool_id for r in lexical] + [n.tool_id for n in near]))
+        entries = self._entries(session, ids, used)
+        ranked = self._rank(request.mode, lexical, near, fusion, entries)
         picks, candidates = self._fill(request, entries, ranked, used, debug=request.debug)
         chosen = sorted(picks, key=lambda p: (p.reason != "core", p.tool.position))
         definitions = self._definitions(session, [p.tool.id for p in chosen], request.format)
         tokens = sum(p.tool.token_cost for p in chosen)
         selection_id = uuid.uuid4()
-        ranks = {r.tool_id: rank for rank, r in enumerate(ranked, start=1)}
+        ranks = {r.tool_id: r for r in ranked}
         session.execute(
             insert(SelectionLog).values(
                 tenant_id=principal.tenant_id,
@@ -124,7 +153,12 @@ class SelectionService:
                 tool_ids=[p.tool.id for p in chosen],
                 tool_names=[p.tool.name for p in chosen],
                 details=[
-                    {"name": p.tool.name, "reason": p.reason, "bm25_rank": ranks.get(p.tool.id)}
+                    {
+                        "name": p.tool.name,
+                        "reason": p.reason,
+                        "bm25_rank": r.bm25_rank if (r := ranks.get(p.tool.id)) else None,
+                        "dense_rank": r.dense_rank if r else None,
+                    }
                     for p in chosen
                 ],
                 candidate_count=len(ranked),
@@ -145,7 +179,57 @@ class SelectionService:
             budget_tokens=request.budget_tokens,
             query=query if request.debug else None,
             candidates=candidates if request.debug else None,
+            missing_embeddings=missing,
         )
+
+    def _dense(
+        self,
+        session: Session,
+        tenant_id: UUID,
+        model: str | None,
+        query: str,
+        embedder: EmbeddingBackend | None,
+    ) -> list[dense.Near]:
+        """Nearest vectors of the served model; nothing when it cannot be computed.
+
+        A missing backend, a model other than the tenant's or an embedding failure leaves
+        dense out (BM25 still serves in hybrid): a select never fails for want of vectors.
+        """
+        if embedder is None or model is None or model != embedder.model or not query.strip():
+            return []
+        try:
+            vector = embedder.embed([query])[0]
+        except EmbeddingError:
+            return []
+        return dense.score(session, tenant_id, model, vector, limit=CANDIDATE_POOL)
+
+    def _rank(
+        self,
+        mode: str,
+        lexical: list[bm25.Scored],
+        near: list[dense.Near],
+        fusion: dense.Fusion,
+        entries: dict[UUID, Entry],
+    ) -> list[Ranked]:
+        """One ranked list for the mode; ties go to registry position, for determinism."""
+        bm25_ranks = {s.tool_id: rank for rank, s in enumerate(lexical, start=1)}
+        dense_ranks = {n.tool_id: rank for rank, n in enumerate(near, start=1)}
+        terms = {s.tool_id: s.terms for s in lexical}
+        if mode == "bm25":
+            scores = {s.tool_id: s.score for s in lexical}
+        elif mode == "dense":
+            scores = {n.tool_id: 1.0 - n.distance for n in near}
+        else:
+            scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion)
+        far = 2**63
+        order = sorted(
+            scores,
+            key=lambda i: (-scores[i], entries[i].position if i in entries else far),
+        )
+        return [
+            Ranked(i, scores[i], terms.get(i, []), bm25_ranks.get(i), dense_ranks.get(i))
+            for i in order
+        ]
 
     def _entries(self, session: Session, ids: list[UUID], used: list[str]) -> dict[UUID, Entry]:
         """Core, ranked and used tools, each by its own index (an OR would scan the catalog).
@@ -167,7 +251,7 @@ class SelectionService:
         self,
         request: SelectRequest,
         tools: dict[UUID, Entry],
-        ranked: list[bm25.Scored],
+        ranked: list[Ranked],
         used: list[str],
         *,
         debug: bool,
@@ -216,6 +300,8 @@ class SelectionService:
                     rank=rank,
                     score=scored.score,
                     matched_terms=scored.terms,
+                    bm25_rank=scored.bm25_rank,
+                    dense_rank=scored.dense_rank,
                     selected=tool.id in taken,
                     reason=reason,
                 )

@@ -1,0 +1,104 @@
+"""Dense scores: pgvector cosine distance over the vectors the caller may see, and fusion.
+
+Exact search, not HNSW (DESIGN.md section 4): under RLS an HNSW `ORDER BY` filters after the
+index walk, so a small tenant gets too few rows without iterative scans, one global graph is
+walked for every tenant, and prepared generic plans ignore HNSW anyway. With the primary key
+on (tenant_id, ...) the planner reads only this tenant's rows: 100% recall, a few ms at 1k.
+The RESTRICTIVE permission policy on `tool_embeddings` drops forbidden vectors first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+_SCORE = text(
+    """
+    SELECT e.tool_id, e.embedding <=> CAST(:query AS vector) AS distance
+    FROM tool_embeddings e
+    JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id AND t.deleted_at IS NULL
+    WHERE e.tenant_id = :tenant_id AND e.model = :model
+    ORDER BY distance, e.position
+    LIMIT :limit
+    """
+)
+
+# Live tools the caller may see (RLS) without a vector of the served model.
+_MISSING = text(
+    """
+    SELECT count(*) FROM tools t
+    WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL AND NOT EXISTS (
+        SELECT 1 FROM tool_embeddings e
+        WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model)
+    """
+)
+
+_TENANT = text("SELECT embedding_model, settings FROM tenants WHERE id = :tenant_id")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Reciprocal rank fusion parameters; a tenant overrides them in settings["fusion"]."""
+
+    k: float = 60.0
+    bm25_weight: float = 1.0
+    dense_weight: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None) -> Fusion:
+        """Valid values from settings["fusion"]; anything invalid falls back to its default."""
+        raw = (settings or {}).get("fusion")
+        if not isinstance(raw, Mapping):
+            return cls()
+        values: dict[str, float] = {}
+        for name, low in (("k", 0.0), ("bm25_weight", 0.0), ("dense_weight", 0.0)):
+            value = raw.get(name)
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and (value > low if name == "k" else value >= low)
+            ):
+                values[name] = float(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Near:
+    tool_id: UUID
+    distance: float
+
+
+def tenant_embedding(session: Session, tenant_id: UUID) -> tuple[str | None, dict[str, Any]]:
+    """The tenant's served model and its settings."""
+    row = session.execute(_TENANT, {"tenant_id": tenant_id}).one()
+    return row.embedding_model, dict(row.settings or {})
+
+
+def score(
+    session: Session, tenant_id: UUID, model: str, vector: Sequence[float], *, limit: int
+) -> list[Near]:
+    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    rows = session.execute(
+        _SCORE, {"tenant_id": tenant_id, "model": model, "query": literal, "limit": limit}
+    )
+    return [Near(tool_id, float(d)) for tool_id, d in rows]
+
+
+def missing(session: Session, tenant_id: UUID, model: str | None) -> int:
+    return int(session.execute(_MISSING, {"tenant_id": tenant_id, "model": model}).scalar_one())
+
+
+def fuse(bm25_ids: Sequence[UUID], dense_ids: Sequence[UUID], fusion: Fusion) -> dict[UUID, float]:
+    """RRF: weight / (k + rank) summed over the lists a tool appears in."""
+    fused: dict[UUID, float] = {}
+    for weight, ids in ((fusion.bm25_weight, bm25_ids), (fusion.dense_weight, dense_ids)):
+        for rank, tool_id in enumerate(ids, start=1):
+            fused[tool_id] = fused.get(tool_id, 0.0) + weight / (fusion.k + rank)
+    return fused
