@@ -65,7 +65,7 @@ class TestHealth:
     def test_metrics_expose_requests_select_latency_and_gauges(
         self, client: TestClient, support_agent: Caller
     ) -> None:
-        assert support_agent.select("where is my order").status_code == 200
+        assert support_agent.select("where is my order", mode="bm25").status_code == 200
         text = client.get("/metrics").text
         assert 'toolsift_select_duration_seconds_count{mode="bm25",status="200"}' in text
         assert 'method="POST",route="/v1/select",status="200"' in text
