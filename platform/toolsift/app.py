@@ -17,6 +17,7 @@ from .config import Settings, get_settings
 from .db import Database
 from .errors import AppError
 from .kit.limits import BodyLimit
+from .mcp.endpoint import McpEndpoint
 from .selection import endpoints_agent as selection_endpoints
 from .tenants import endpoints_admin as tenant_endpoints
 from .tools import endpoints_admin as tool_endpoints
@@ -93,7 +94,9 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if not settings.database_url:
                 raise RuntimeError("DATABASE_URL is not set (`toolsift up` sets it for you)")
             app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
-        yield
+        mcp_endpoint.bind(app.state.database)
+        async with mcp_endpoint.run():
+            yield
         if owned:
             app.state.database.dispose()
 
@@ -111,6 +114,9 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     for router in admin:
         app.include_router(router, prefix="/admin/v1")
     app.include_router(selection_endpoints.router, prefix="/v1")
+    # MCP for agents (streamable HTTP, agent key): `search_tools` runs the caller's select.
+    mcp_endpoint = McpEndpoint(database, settings)
+    app.mount("/mcp", mcp_endpoint)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
