@@ -22,6 +22,7 @@ from .db import Database
 from .embedding import endpoints_admin as embedding_endpoints
 from .errors import AppError
 from .kit.limits import BodyLimit
+from .mcp.endpoint import McpEndpoint
 from .ops import health
 from .ops import logging as ops_logging
 from .ops.middleware import REQUEST_ID_HEADER, RequestContext
@@ -128,7 +129,9 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if not settings.database_url:
                 raise RuntimeError("DATABASE_URL is not set (`toolsift up` sets it for you)")
             app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
-        yield
+        mcp_endpoint.bind(app.state.database)
+        async with mcp_endpoint.run():
+            yield
         if owned:
             app.state.database.dispose()
         if app.state.rate_limiter is not None:
@@ -163,4 +166,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.include_router(router, prefix="/admin/v1")
     app.include_router(selection_endpoints.router, prefix="/v1")
     app.include_router(health.router)
+    # MCP for agents (streamable HTTP, agent key): `search_tools` runs the caller's select.
+    mcp_endpoint = McpEndpoint(database, settings)
+    app.mount("/mcp", mcp_endpoint)
     return app

@@ -9,7 +9,9 @@ from typing import Any, Literal
 
 from ..models import Tool
 
-Format = Literal["anthropic", "openai", "mcp"]
+# `anthropic_tool_reference`: names only, as `tool_reference` blocks for a custom tool-search
+# tool's `tool_result` content; the client holds the (deferred) definitions.
+Format = Literal["anthropic", "openai", "mcp", "anthropic_tool_reference"]
 
 
 def render(tool: Tool, fmt: Format) -> dict[str, Any]:
@@ -19,6 +21,8 @@ def render(tool: Tool, fmt: Format) -> dict[str, Any]:
             "description": tool.description,
             "input_schema": tool.input_schema,
         }
+    if fmt == "anthropic_tool_reference":
+        return {"type": "tool_reference", "tool_name": tool.name}
     if fmt == "openai":
         return {
             "type": "function",

@@ -1,0 +1,116 @@
+"""From MCP tool objects to registry tools: names, limits, validation, definition hashes.
+
+A catalog is accepted whole or not at all: one invalid tool fails the sync with an error
+naming it, and the registry keeps the last good catalog. Silently skipping a bad tool would
+read as "gone" and soft-delete a tool that is merely malformed today.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..tools.schemas import ToolCreate
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+MAX_NAME = 64
+# What one definition may hold: the registry's own limits, checked before parsing further.
+MAX_DESCRIPTION = 10_000
+MAX_DEFINITION_BYTES = 256 * 1024
+
+
+class CatalogError(ValueError):
+    """A tool the registry cannot take; `field` names it as `tools[<remote name>].<field>`."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Imported:
+    remote_name: str
+    tool: ToolCreate
+    # Hash of the definition as the server gave it: what an approval pins.
+    definition_hash: str
+    definition: dict[str, Any]
+
+
+def registry_name(prefix: str, remote: str) -> str:
+    """`<prefix>_<remote>`, made valid for every model API; long names keep a hash suffix."""
+    name = _UNSAFE.sub("_", f"{prefix}_{remote}" if prefix else remote)
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
+        name = f"{name[: MAX_NAME - 9]}_{digest}"
+    return name
+
+
+def definition_hash(definition: Mapping[str, Any]) -> str:
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def convert(
+    prefix: str,
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    permissions: Mapping[str, str | None],
+    default_permission: str | None,
+) -> list[Imported]:
+    """Registry tools for a server's catalog, or a `CatalogError` for the first bad one.
+
+    `permissions` overrides the source's default permission per remote tool name.
+    """
+    out: list[Imported] = []
+    names: dict[str, str] = {}
+    for raw in tools:
+        remote = raw.get("name")
+        if not isinstance(remote, str) or not remote:
+            raise CatalogError("a tool has no name", field="tools[].name")
+        where = f"tools[{remote[:80]}]"
+        size = len(json.dumps(raw, ensure_ascii=False).encode())
+        if size > MAX_DEFINITION_BYTES:
+            raise CatalogError(
+                f"tool {remote[:80]!r} has a {size}-byte definition"
+                f" (at most {MAX_DEFINITION_BYTES})",
+                field=where,
+            )
+        description = raw.get("description") or ""
+        if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+            raise CatalogError(
+                f"tool {remote[:80]!r}: description must be text of at most"
+                f" {MAX_DESCRIPTION} characters",
+                field=f"{where}.description",
+            )
+        name = registry_name(prefix, remote)
+        if name in names:
+            raise CatalogError(
+                f"tools {names[name][:80]!r} and {remote[:80]!r} both map to {name!r}",
+                field=f"{where}.name",
+            )
+        names[name] = remote
+        title = raw.get("title") or (raw.get("annotations") or {}).get("title")
+        permission = permissions.get(remote, default_permission)
+        try:
+            tool = ToolCreate(
+                name=name,
+                title=title[:200] if isinstance(title, str) else None,
+                description=description,
+                input_schema=raw.get("inputSchema", {}),
+                required_permission=permission,
+            )
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(root)"
+            field = {"input_schema": "inputSchema"}.get(field, field)
+            raise CatalogError(
+                f"tool {remote[:80]!r}: {field}: {first['msg']}", field=f"{where}.{field}"
+            ) from None
+        out.append(Imported(remote, tool, definition_hash(raw), dict(raw)))
+    return out

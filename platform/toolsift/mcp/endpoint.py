@@ -1,0 +1,169 @@
+"""The MCP endpoint for agents: one tool, `search_tools`, running the caller's select.
+
+Streamable HTTP, stateless (every request stands alone, so any API process can serve it),
+mounted in the FastAPI app at `/mcp`. Each HTTP request carries an agent key; the key is
+checked before the MCP layer sees the request, and the select runs in the same kind of
+transaction as `POST /v1/select`: the caller's tenant, the caller's roles, RLS before scoring.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, get_args
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
+
+from ..auth import keys
+from ..auth.deps import Principal, _authenticate
+from ..config import Settings
+from ..db import Database
+from ..errors import AppError, Forbidden, Unauthenticated
+from ..selection.schemas import SelectRequest
+from ..selection.service import selection
+from ..tools.definitions import Format
+
+SEARCH_TOOLS = types.Tool(
+    name="search_tools",
+    title="Search tools",
+    description=(
+        "Find the tools for the task at hand among those you may use. Describe the task in "
+        "`query`; returns the chosen tool definitions, core tools first, then registry order."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "maxLength": 32768, "description": "The task, in words."},
+            "recent_tools": {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": 50,
+                "description": "Tools called recently, newest last.",
+            },
+            "roles": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
+            "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+            "budget_tokens": {"type": "integer", "minimum": 1, "maximum": 200000},
+            "format": {"type": "string", "enum": list(get_args(Format)), "default": "mcp"},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+)
+
+
+def _request(arguments: dict[str, Any]) -> SelectRequest:
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": arguments.get("query", "")}],
+        "task": {"recent_tools": arguments.get("recent_tools", [])},
+        "format": arguments.get("format", "mcp"),
+    }
+    for name in ("roles", "k", "budget_tokens"):
+        if name in arguments:
+            body[name] = arguments[name]
+    return SelectRequest.model_validate(body)
+
+
+def _error(message: str, field: str | None = None) -> types.CallToolResult:
+    body = {"error": {"message": message, **({"field": field} if field else {})}}
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(body))], structured_content=body, is_error=True
+    )
+
+
+class McpEndpoint:
+    """ASGI app: authenticate the agent key, then hand the request to the MCP transport."""
+
+    def __init__(self, database: Database | None, settings: Settings) -> None:
+        self._database = database
+        self.settings = settings
+        self.server: Server[Any] = Server(
+            "toolsift", on_list_tools=self._list_tools, on_call_tool=self._call_tool
+        )
+        self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
+
+    def bind(self, database: Database) -> None:
+        self._database = database
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    @property
+    def database(self) -> Database:
+        assert self._database is not None, "the app's lifespan binds the database"
+        return self._database
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            principal = await anyio.to_thread.run_sync(self._principal, scope)
+        except AppError as error:
+            await _send_json(send, error.status_code, error.body())
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.manager.handle_request(scope, receive, send)
+
+    def _principal(self, scope: Scope) -> Principal:
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != "bearer" or not raw:
+            raise Unauthenticated("missing API key (Authorization: Bearer ...)")
+        parsed = keys.parse_key(raw.strip())
+        if parsed is None:
+            raise Unauthenticated("malformed API key")
+        with self.database.unit_of_work(parsed.tenant_id, permissions="") as session:
+            principal = _authenticate(session, parsed, raw.strip(), self.settings.key_pepper)
+        if principal.scope != "agent":
+            raise Forbidden("this endpoint needs an agent key")
+        return principal
+
+    async def _list_tools(
+        self, _ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[SEARCH_TOOLS])
+
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != SEARCH_TOOLS.name:
+            return _error(f"unknown tool {params.name[:64]!r}", "name")
+        principal: Principal = ctx.request.scope["state"]["principal"]
+        try:
+            request = _request(params.arguments or {})
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            field = {"messages.0.content": "query", "task.recent_tools": "recent_tools"}.get(
+                field, field
+            )
+            return _error(f"{field}: {first['msg']}", field)
+        try:
+            body = await anyio.to_thread.run_sync(self._select, principal, request)
+        except AppError as error:
+            return _error(error.message, error.field)
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(body["tools"]))], structured_content=body
+        )
+
+    def _select(self, principal: Principal, request: SelectRequest) -> dict[str, Any]:
+        with self.database.unit_of_work(principal.tenant_id, permissions="") as session:
+            response = selection.select(session, principal, request)
+        return response.model_dump(mode="json", exclude_none=True)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,113 @@
+"""Read a whole tool catalog from an MCP server, within limits.
+
+Pages through `tools/list` to the end. Cursors are opaque and live only inside one call:
+nothing here stores them. Limits bound what a misbehaving server can make us hold: too many
+tools, too many pages, a cursor that repeats, or a call that never ends all raise
+`FetchError` with a message fit to show an admin, and the caller keeps its last good catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp import Client, StdioServerParameters
+
+MAX_TOOLS = 10_000
+MAX_PAGES = 1_000
+TIMEOUT_SECONDS = 60.0
+
+
+class FetchError(Exception):
+    """The server could not give a usable catalog; the message says why, without secrets."""
+
+
+@dataclass(frozen=True)
+class StdioTarget:
+    command: str
+    args: list[str] = field(default_factory=list)
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every tool of the server, as MCP tool objects (camelCase, as on the wire)."""
+
+    tools: list[dict[str, Any]]
+    pages: int
+    # The server's freshness hint for the listing (`ttlMs`, protocol 2026-07-28); 0 or
+    # absent means none, and the schedule's default interval applies.
+    ttl_ms: int | None
+
+
+async def fetch_catalog(
+    target: StdioTarget | str,
+    *,
+    max_tools: int = MAX_TOOLS,
+    max_pages: int = MAX_PAGES,
+    timeout: float = TIMEOUT_SECONDS,
+) -> Catalog:
+    """All tools of an MCP server: a streamable-HTTP URL or a stdio command."""
+    server: StdioServerParameters | str = (
+        StdioServerParameters(
+            command=target.command,
+            args=list(target.args),
+            env=dict(target.env) if target.env is not None else None,
+        )
+        if isinstance(target, StdioTarget)
+        else target
+    )
+    try:
+        with anyio.fail_after(timeout):
+            async with Client(server, read_timeout_seconds=timeout, cache=None) as client:
+                return await _pages(client, max_tools=max_tools, max_pages=max_pages)
+    except FetchError:
+        raise
+    except TimeoutError:
+        raise FetchError(f"the server did not list its tools within {timeout:g} s") from None
+    except Exception as error:  # the SDK and transports raise many kinds; all mean "no catalog"
+        raise FetchError(_describe(error)) from None
+
+
+async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
+    tools: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    cursor: str | None = None
+    ttl_ms: int | None = None
+    pages = 0
+    while True:
+        if pages >= max_pages:
+            raise FetchError(f"the server's tools/list did not end within {max_pages} pages")
+        result: mcp_types.ListToolsResult = await client.list_tools(
+            cursor=cursor, cache_mode="bypass"
+        )
+        pages += 1
+        if pages == 1 and result.ttl_ms > 0:
+            ttl_ms = result.ttl_ms
+        tools.extend(
+            t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools
+        )
+        if len(tools) > max_tools:
+            raise FetchError(f"the server lists more than {max_tools} tools")
+        cursor = result.next_cursor
+        if not cursor:
+            return Catalog(tools=tools, pages=pages, ttl_ms=ttl_ms)
+        if cursor in seen:
+            raise FetchError("the server repeated a tools/list cursor")
+        seen.add(cursor)
+
+
+def _describe(error: BaseException) -> str:
+    """One line naming the failure, from the innermost useful error of a group."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
+
+
+def fetch_catalog_sync(target: StdioTarget | str, **limits: Any) -> Catalog:
+    """`fetch_catalog` for sync callers (Celery tasks, the CLI)."""
+    return anyio.run(lambda: fetch_catalog(target, **limits))

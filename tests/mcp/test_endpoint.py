@@ -1,0 +1,123 @@
+"""An MCP client (the SDK's, over streamable HTTP) calling `search_tools` on a real server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.fixtures.factories import Caller, agent_key, new_tenant, support_catalog
+from toolsift.app import create_app
+from toolsift.config import Settings
+from toolsift.db import Database
+
+
+@pytest.fixture
+def base_url(settings: Settings, database: Database) -> Iterator[str]:
+    """The API served by uvicorn on a free loopback port, as an agent would reach it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings, database), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=20)
+
+
+def _call(base_url: str, key: str, arguments: dict[str, Any]) -> tuple[list[str], Any]:
+    async def run() -> tuple[list[str], Any]:
+        headers = {"Authorization": f"Bearer {key}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(f"{base_url}/mcp/", http_client=http)
+            async with Client(transport, cache=None) as client:
+                listed = await client.list_tools()
+                result = await client.call_tool("search_tools", arguments)
+        return [t.name for t in listed.tools], result
+
+    return anyio.run(run)
+
+
+def _names(result: Any) -> list[str]:
+    assert not result.is_error, result.content
+    return [t["name"] for t in result.structured_content["tools"]]
+
+
+class TestSearchTools:
+    def test_the_same_selection_as_v1_select(self, base_url: str, support_agent: Caller) -> None:
+        query = "where is my order"
+        listed, result = _call(base_url, support_agent.key, {"query": query, "format": "mcp"})
+        assert listed == ["search_tools"]
+        expected = support_agent.ok(support_agent.select(query, format="mcp"))["tools"]
+        assert result.structured_content["tools"] == expected
+        assert "order_status" in _names(result)
+
+    def test_only_the_callers_permissions(self, base_url: str, admin: Caller, catalog: Any) -> None:
+        support = agent_key(admin, ["support"], name="support-only")
+        query = "refund the payment and delete the account"
+        args = {"query": query, "k": 50, "budget_tokens": 200_000}
+        names = _names(_call(base_url, support.key, args)[1])
+        assert "issue_refund" not in names
+        assert "delete_account" not in names
+        billing = agent_key(admin, ["billing"], name="billing")
+        assert "issue_refund" in _names(_call(base_url, billing.key, args)[1])
+
+    def test_a_role_not_granted_is_an_error_naming_the_field(
+        self, base_url: str, support_agent: Caller
+    ) -> None:
+        _, result = _call(
+            base_url, support_agent.key, {"query": "delete", "roles": ["administrator"]}
+        )
+        assert result.is_error
+        assert result.structured_content["error"]["field"] == "roles[0]"
+
+    def test_other_tenants_tools_are_never_found(
+        self, base_url: str, client: TestClient, database: Database, support_agent: Caller
+    ) -> None:
+        other = new_tenant(client, database, "globex")
+        other.ok(
+            other.post(
+                "/admin/v1/tools",
+                {"name": "globex_order_status", "description": "Get the status of an order"},
+            ),
+            201,
+        )
+        support_catalog(other)
+        args = {"query": "order status", "k": 50, "budget_tokens": 200_000}
+        names = _names(_call(base_url, support_agent.key, args)[1])
+        assert names
+        assert "globex_order_status" not in names
+
+    @pytest.mark.parametrize("header", [None, "Bearer nope", "Bearer tsk_0_0_0"])
+    def test_no_valid_agent_key_is_refused_before_mcp(
+        self, base_url: str, header: str | None
+    ) -> None:
+        headers = {"Authorization": header} if header else {}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        response = httpx.post(f"{base_url}/mcp/", json=body, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "unauthenticated"
+
+    def test_an_admin_key_is_refused(self, base_url: str, admin: Caller) -> None:
+        headers = {"Authorization": f"Bearer {admin.key}"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        assert httpx.post(f"{base_url}/mcp/", json=body, headers=headers).status_code == 403

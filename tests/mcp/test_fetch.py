@@ -1,0 +1,62 @@
+"""Reading a catalog from a real MCP server (the SDK's stdio transport, a server process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolsift.mcp.fetch import FetchError, StdioTarget, fetch_catalog_sync
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tools(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"tool_{i}",
+            "description": f"Tool number {i}",
+            "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}},
+            "annotations": {"readOnlyHint": i % 2 == 0},
+        }
+        for i in range(n)
+    ]
+
+
+def _server(tmp_path: Path, tools: list[dict[str, Any]], page_size: int = 3) -> StdioTarget:
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"tools": tools}))
+    return StdioTarget(
+        command=sys.executable,
+        args=["-m", "tests.mcp.servers.paged", str(catalog), str(page_size)],
+        env={"PYTHONPATH": str(ROOT)},
+    )
+
+
+class TestFetch:
+    def test_pages_through_to_the_end(self, tmp_path: Path) -> None:
+        catalog = fetch_catalog_sync(_server(tmp_path, _tools(8), page_size=3))
+        assert catalog.pages == 3
+        assert [t["name"] for t in catalog.tools] == [f"tool_{i}" for i in range(8)]
+        assert catalog.tools[0]["inputSchema"]["properties"] == {"x": {"type": "string"}}
+        assert catalog.tools[0]["annotations"] == {"readOnlyHint": True}
+
+    def test_too_many_tools_is_a_clear_error(self, tmp_path: Path) -> None:
+        with pytest.raises(FetchError, match="more than 5 tools"):
+            fetch_catalog_sync(_server(tmp_path, _tools(8), page_size=3), max_tools=5)
+
+    def test_too_many_pages_is_a_clear_error(self, tmp_path: Path) -> None:
+        with pytest.raises(FetchError, match="within 2 pages"):
+            fetch_catalog_sync(_server(tmp_path, _tools(8), page_size=3), max_pages=2)
+
+    def test_a_command_that_is_no_server_is_a_clear_error(self, tmp_path: Path) -> None:
+        target = StdioTarget(command=sys.executable, args=["-c", "print('hello')"])
+        with pytest.raises(FetchError):
+            fetch_catalog_sync(target, timeout=20)
+
+    def test_an_unreachable_url_is_a_clear_error(self) -> None:
+        with pytest.raises(FetchError):
+            fetch_catalog_sync("http://127.0.0.1:9/mcp", timeout=20)
