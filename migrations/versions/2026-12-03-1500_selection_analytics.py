@@ -508,14 +508,14 @@ def _partition_logs() -> None:
     op.execute("CREATE TABLE selection_logs_default PARTITION OF selection_logs DEFAULT")
     op.execute("CREATE TABLE tool_calls_default PARTITION OF tool_calls DEFAULT")
     op.execute(ENSURE_MONTH)
-    # A partition for every month that has rows (plus this one), before the rows come in.
+    # A partition for every month that has rows, and for the next two, before rows come in.
     op.execute(
         """
         SELECT analytics.ensure_month(m::date)
         FROM generate_series(
             least(date_trunc('month', now()),
                   (SELECT date_trunc('month', min(created_at)) FROM selection_logs_unpartitioned)),
-            date_trunc('month', now()), interval '1 month') AS m
+            date_trunc('month', now()) + interval '2 months', interval '1 month') AS m
         """
     )
     op.execute(
