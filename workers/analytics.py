@@ -10,7 +10,7 @@ from workers import resources
 from workers.celery_app import celery_app
 
 
-@celery_app.task(name="analytics.maintain_partitions", ignore_result=True)
+@celery_app.task(name="analytics.maintain_partitions")
 def maintain_partitions() -> dict[str, Any]:
     """Create the coming months' partitions and apply retention; running it twice is harmless."""
     settings = get_settings()

@@ -27,7 +27,7 @@ celery_app.conf.beat_schedule = {
         # Runs queued behind a backlog are redundant: the next one claims the same jobs.
         "options": {"expires": max(5.0, 5 * settings.outbox_relay_interval)},
     },
-    # Monthly partitions ahead of time, and retention; also once at start (see workers.analytics).
+    # Monthly partitions of the selection logs ahead of time, and retention.
     "analytics-partitions": {
         "task": "analytics.maintain_partitions",
         "schedule": settings.partition_maintenance_interval,

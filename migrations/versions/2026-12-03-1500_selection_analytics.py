@@ -123,7 +123,6 @@ CREATE FUNCTION analytics.maintain_partitions(months_ahead integer, default_rete
 RETURNS TABLE (created text[], dropped text[], deleted bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    first_month date;
     m date;
     longest integer;
     tenant record;
@@ -139,14 +138,19 @@ BEGIN
     created := '{}';
     dropped := '{}';
     deleted := 0;
-    SELECT least(date_trunc('month', min(created_at)), date_trunc('month', now()))::date
-      INTO first_month FROM selection_logs_default;
-    m := coalesce(first_month, date_trunc('month', now())::date);
-    WHILE m <= (date_trunc('month', now()) + make_interval(months => months_ahead))::date LOOP
+    -- This month and the next ones, and past months whose rows wait in the default partition.
+    FOR m IN
+        SELECT g::date FROM generate_series(date_trunc('month', now()),
+            date_trunc('month', now()) + make_interval(months => months_ahead),
+            interval '1 month') AS g
+        UNION
+        SELECT DISTINCT date_trunc('month', created_at)::date FROM selection_logs_default
+        WHERE created_at < date_trunc('month', now())
+        ORDER BY 1
+    LOOP
         IF analytics.ensure_month(m) THEN
             created := created || to_char(m, 'YYYY-MM');
         END IF;
-        m := (m + interval '1 month')::date;
     END LOOP;
 
     longest := default_retention_days;
