@@ -257,22 +257,20 @@ END
 $$
 """
 
-ANALYST_EXISTS_FN = f"""
+ANALYST_EXISTS_FN = """
 CREATE FUNCTION analytics.analyst_login() RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog AS $$
     SELECT rolname::text FROM pg_roles
-    WHERE rolname = '{ANALYST_ROLE}_'
+    WHERE rolname = 'toolsift_analyst_'
           || replace(NULLIF(current_setting('app.tenant_id', true), ''), '-', '')
 $$
 """
 
 # Day buckets are UTC dates.
-DAY = "(s.created_at AT TIME ZONE 'UTC')::date"
-
 VIEWS = {
     # Of the tools the model called after a select, the share that select had offered.
-    "called_tool_recall": f"""
-        SELECT {DAY} AS day, s.mode,
+    "called_tool_recall": """
+        SELECT (s.created_at AT TIME ZONE 'UTC')::date AS day, s.mode,
                count(*) AS calls,
                count(*) FILTER (WHERE c.tool_name = ANY (s.tool_names)) AS hits,
                (count(*) FILTER (WHERE c.tool_name = ANY (s.tool_names)))::double precision
@@ -284,8 +282,8 @@ VIEWS = {
         GROUP BY 1, 2
     """,
     # Tokens of the definitions sent against those of the caller's whole allowed catalog.
-    "tokens_per_turn": f"""
-        SELECT {DAY} AS day,
+    "tokens_per_turn": """
+        SELECT (s.created_at AT TIME ZONE 'UTC')::date AS day,
                count(*) AS selections,
                sum(s.tokens) AS tokens_sent,
                sum(s.catalog_tokens) AS catalog_tokens,
@@ -298,8 +296,8 @@ VIEWS = {
         FROM public.selection_logs s
         GROUP BY 1
     """,
-    "latency_percentiles": f"""
-        SELECT {DAY} AS day, s.mode,
+    "latency_percentiles": """
+        SELECT (s.created_at AT TIME ZONE 'UTC')::date AS day, s.mode,
                count(*) AS selections,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY s.latency_ms) AS p50_ms,
                percentile_cont(0.95) WITHIN GROUP (ORDER BY s.latency_ms) AS p95_ms,
@@ -344,10 +342,10 @@ VIEWS = {
         GROUP BY t.id, t.name, t.core
     """,
     # Per day and tool: how often it was offered and how often the model called it.
-    "tool_usage_daily": f"""
+    "tool_usage_daily": """
         SELECT day, tool_name, sum(selections)::bigint AS selections, sum(calls)::bigint AS calls
         FROM (
-            SELECT {DAY} AS day, picked.name AS tool_name, 1 AS selections, 0 AS calls
+            SELECT (s.created_at AT TIME ZONE 'UTC')::date AS day, picked.name AS tool_name, 1 AS selections, 0 AS calls
             FROM public.selection_logs s CROSS JOIN LATERAL unnest(s.tool_names) AS picked(name)
             UNION ALL
             SELECT (c.selection_created_at AT TIME ZONE 'UTC')::date, c.tool_name, 0, 1
@@ -506,8 +504,7 @@ def _partition_logs() -> None:
         """
     )
     op.execute(
-        "CREATE INDEX ix_tool_calls_tenant_id_selection_id"
-        " ON tool_calls (tenant_id, selection_id)"
+        "CREATE INDEX ix_tool_calls_tenant_id_selection_id ON tool_calls (tenant_id, selection_id)"
     )
     op.execute("CREATE TABLE selection_logs_default PARTITION OF selection_logs DEFAULT")
     op.execute("CREATE TABLE tool_calls_default PARTITION OF tool_calls DEFAULT")
@@ -523,7 +520,7 @@ def _partition_logs() -> None:
         """
     )
     op.execute(
-        f"INSERT INTO selection_logs ({SELECTION_LIST})"
+        f"INSERT INTO selection_logs ({SELECTION_LIST})"  # noqa: S608 - constants
         f" SELECT {SELECTION_LIST} FROM selection_logs_unpartitioned"
     )
     op.execute(
@@ -584,7 +581,9 @@ def _maintenance() -> None:
     """
     _create_role(MAINTENANCE_ROLE)
     op.execute(f"GRANT {MAINTENANCE_ROLE} TO CURRENT_USER")
-    op.execute(f"CREATE POLICY maintenance_read ON tenants FOR SELECT TO {MAINTENANCE_ROLE} USING (true)")
+    op.execute(
+        f"CREATE POLICY maintenance_read ON tenants FOR SELECT TO {MAINTENANCE_ROLE} USING (true)"
+    )
     for command in ("SELECT", "DELETE"):
         op.execute(
             f"CREATE POLICY maintenance_{command.lower()} ON selection_logs FOR {command}"
@@ -694,7 +693,7 @@ def downgrade() -> None:
         "CREATE INDEX ix_tool_calls_tenant_id_selection_id ON tool_calls (tenant_id, selection_id)"
     )
     op.execute(
-        f"INSERT INTO selection_logs ({SELECTION_LIST})"
+        f"INSERT INTO selection_logs ({SELECTION_LIST})"  # noqa: S608 - constants
         f" SELECT {SELECTION_LIST} FROM selection_logs_partitioned"
     )
     op.execute(

@@ -55,7 +55,11 @@ class TestReportCall:
         body = support_agent.ok(
             support_agent.post(
                 "/v1/tool-calls",
-                {"selection_id": selection["selection_id"], "tool": "issue_refund", "allowed": False},
+                {
+                    "selection_id": selection["selection_id"],
+                    "tool": "issue_refund",
+                    "allowed": False,
+                },
             ),
             201,
         )

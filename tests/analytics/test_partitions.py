@@ -87,7 +87,9 @@ class TestPartitions:
         assert result.deleted == 0
         assert where(owner_conn, "selection_logs")[log] == "selection_logs_y2026m08"
         assert where(owner_conn, "tool_calls")[log] == "tool_calls_y2026m08"
-        count = owner_conn.execute("SELECT count(*) FROM tool_calls WHERE selection_id = %s", (log,))
+        count = owner_conn.execute(
+            "SELECT count(*) FROM tool_calls WHERE selection_id = %s", (log,)
+        )
         assert count.fetchone() == (2,)
         # The coming months are ready; a second run finds nothing to do.
         now = datetime.now(UTC).replace(day=1)

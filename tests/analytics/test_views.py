@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from tests.analytics.seed import (
     D1,
     D2,
-    SELECTIONS,
     VECTORS,
     VERSION_2_AT,
     OwnerConn,
@@ -50,7 +49,9 @@ def other(client: TestClient, database: Database) -> Seeded:
     return Seeded(admin.tenant_id, tools, write_selections(database, admin.tenant_id, tools, rows))
 
 
-def rows(database: Database, seeded: Seeded | None, view: str, **kwargs: Any) -> list[dict[str, Any]]:
+def rows(
+    database: Database, seeded: Seeded | None, view: str, **kwargs: Any
+) -> list[dict[str, Any]]:
     tenant = seeded.tenant_id if seeded else None
     with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
         return [r.model_dump() for r in analytics_service.rows(session, view, **kwargs)]
@@ -129,12 +130,17 @@ class TestToolsSelectedNeverCalled:
     def test_offered_but_never_called(self, database: Database, seeded: Seeded) -> None:
         found = pick(rows(database, seeded, "tools_selected_never_called"), "name", "core",
                      "selections", "last_selected")  # fmt: skip
-        assert found == [("search_help", True, 6, at(D2, 12)), ("refund_policy", False, 1, at(D1, 11))]
+        assert found == [
+            ("search_help", True, 6, at(D2, 12)),
+            ("refund_policy", False, 1, at(D1, 11)),
+        ]
 
 
 class TestToolUsageDaily:
     def test_offered_and_called_per_day(self, database: Database, seeded: Seeded) -> None:
-        found = pick(rows(database, seeded, "tool_usage_daily"), "day", "tool_name", "selections", "calls")
+        found = pick(
+            rows(database, seeded, "tool_usage_daily"), "day", "tool_name", "selections", "calls"
+        )
         assert found == [
             (DAY1, "search_help", 3, 0),
             (DAY1, "order_status", 1, 1),

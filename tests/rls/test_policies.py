@@ -234,9 +234,7 @@ class TestAppRole:
         with database.unit_of_work(None) as session:
             assert session.scalar(text("SELECT current_user::text")) == APP_ROLE
 
-    def test_partitions_are_reached_through_their_parent_only(
-        self, owner_conn: OwnerConn
-    ) -> None:
+    def test_partitions_are_reached_through_their_parent_only(self, owner_conn: OwnerConn) -> None:
         """Policies of a partitioned table apply to queries through it, not to a partition
         read by name: so no partition may be granted to the app role at all."""
         rows = owner_conn.execute(

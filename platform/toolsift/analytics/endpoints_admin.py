@@ -119,6 +119,7 @@ _ASSETS = {
     "dashboard.js": "text/javascript",
     "dashboard.css": "text/css",
     "chart.umd.min.js": "text/javascript",
+    "LICENSE.chart.js.md": "text/plain; charset=utf-8",
 }
 _HEADERS = {
     "Content-Security-Policy": (

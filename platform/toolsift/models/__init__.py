@@ -24,6 +24,6 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolEmbedding",
-    "ToolVersion",
     "ToolTerm",
+    "ToolVersion",
 ]

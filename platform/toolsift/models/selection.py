@@ -99,6 +99,4 @@ class ToolVersion(TenantScoped, Base):
     tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     description_md5: Mapped[str] = mapped_column(Text)
-    changed_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now()
-    )
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
