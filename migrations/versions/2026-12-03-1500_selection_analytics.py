@@ -391,7 +391,6 @@ VIEWS = {
         )
         SELECT * FROM measured WHERE cosine_similarity >= 0.9 OR name_similarity >= 0.6
     """,
-
     # For each new version of a tool: its share of the tenant's selections while the previous
     # version served against its share since (until the next version, or now).
     "tool_version_drift": """
