@@ -117,6 +117,10 @@ class AnalystLogin(Schema):
     login: str = Field(description="PostgreSQL login of this tenant's analyst.")
     password: str = Field(description="Shown once; creating the login again replaces it.")
     database: str = Field(description="Database to connect to.")
+    options: str = Field(
+        description="Connection options (libpq `options`, or PGOPTIONS): the whole catalog of "
+        "the tenant counts, not only its public tools."
+    )
     views: list[str] = Field(description="What the login may read (schema `analytics`).")
 
 

@@ -125,6 +125,9 @@ VIEWS: dict[str, View[Any]] = {
 }
 _STATEMENTS = {name: view.statement() for name, view in VIEWS.items()}
 MAX_ROWS = 10_000
+# The restrictive permission policies on tools read app.permissions: '*' shows an analyst its
+# whole catalog (its tenant is pinned by the analyst policies whatever it sets).
+ANALYST_OPTIONS = "-c app.permissions=*"
 
 
 class AnalyticsService:
@@ -200,7 +203,11 @@ class AnalyticsService:
         assert created == login
         database = session.scalar(text("SELECT current_database()"))
         return schemas.AnalystLogin(
-            login=login, password=password, database=str(database), views=sorted(VIEWS)
+            login=login,
+            password=password,
+            database=str(database),
+            options=ANALYST_OPTIONS,
+            views=sorted(VIEWS),
         )
 
     def drop_analyst_login(self, session: Session) -> None:
