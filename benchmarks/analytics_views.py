@@ -52,7 +52,7 @@ SELECT %(t)s, gen_random_uuid(), '{}', (ARRAY['bm25','hybrid'])[1 + s %% 2], 'an
        random() * 20, now() - random() * interval '30 days'
 FROM generate_series(1, %(selections)s) AS s, ids,
 LATERAL (SELECT array_agg(ids.a[j]) AS a, array_agg(ids.n[j]) AS n
-         FROM (SELECT 1 + floor(random() * ids.c)::int AS j
+         FROM (SELECT 1 + floor(random() * least(ids.c, %(picked)s))::int AS j
                FROM generate_series(1, 5) WHERE s IS NOT NULL) r) picked;
 INSERT INTO tool_calls (tenant_id, id, selection_id, selection_created_at, tool_name, allowed)
 SELECT tenant_id, gen_random_uuid(), id, created_at, tool_names[1 + (random() * 5)::int %% 5], true
@@ -66,6 +66,9 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--selections", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--picked", type=int, default=0, help="Selects offer only the first N tools (0: all)."
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir="/tmp") as folder:
         server = EmbeddedPostgres(Path(folder) / "data", fast=True)
@@ -80,7 +83,12 @@ def main() -> None:
             plain = url.replace("postgresql+psycopg://", "postgresql://")
             started = time.perf_counter()
             with psycopg.connect(plain, autocommit=True) as owner:
-                params = {"t": tenant_id, "tools": args.tools, "selections": args.selections}
+                params = {
+                    "t": tenant_id,
+                    "tools": args.tools,
+                    "selections": args.selections,
+                    "picked": args.picked or args.tools,
+                }
                 for statement in filter(str.strip, SEED.split(";\n")):
                     owner.execute(statement, params if "%(" in statement else None)
             print(f"seeded {args.tools} tools, {args.selections} selects"
