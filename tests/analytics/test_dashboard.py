@@ -8,15 +8,17 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 import uvicorn
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
 
-from tests.analytics.seed import OwnerConn, seed_tenant
-from tests.fixtures.factories import Caller
+from tests.analytics.seed import OwnerConn, Selection, seed_tenant, write_selections
+from tests.fixtures.factories import Caller, tool_body
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -205,6 +207,27 @@ class TestDashboard:
         png = page.screenshot(path=SCREENSHOT, full_page=True)
         assert png.startswith(b"\x89PNG")
         assert len(png) > 50_000
+
+    def test_queries_are_shown_as_text_never_run(
+        self, server: str, watched: Watched, admin: Caller, database: Database
+    ) -> None:
+        """Logged queries are end-user input: markup in one must not run in an admin's page."""
+        attack = '<img src=x onerror="window.pwned = 1">'
+        tools = {"order_status": UUID(
+            admin.ok(admin.post("/admin/v1/tools", tool_body("order_status", "x")), 201)["id"]
+        )}  # fmt: skip
+        write_selections(
+            database,
+            admin.tenant_id,
+            tools,
+            [Selection(datetime.now(UTC), "bm25", attack, [], 0, 10, 1.0, 0)],
+        )
+        page = open_with(watched, server, admin.key)
+        page.wait_for_function("() => window.dashboard.loaded || window.dashboard.error")
+        assert page.locator("#table-zero tbody td").first.inner_text() == attack
+        assert page.locator("#table-zero img").count() == 0
+        assert page.evaluate("() => window.pwned === undefined")
+        assert watched.errors == []
 
     def test_a_wrong_key_says_so_and_draws_nothing(
         self, server: str, watched: Watched, admin: Caller
