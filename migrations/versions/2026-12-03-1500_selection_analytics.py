@@ -69,10 +69,11 @@ SELECTION_LIST = (
 
 # Creates the month's partitions of both tables (idempotent). Rows of that month already in
 # the DEFAULT partitions (the maintenance task did not run in time) are moved into them, calls
-# first so that no ON DELETE CASCADE fires.
+# first so that no ON DELETE CASCADE fires. Months are UTC months, as the views' days are.
 ENSURE_MONTH = """
 CREATE FUNCTION analytics.ensure_month(for_month date) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
+SET TimeZone = 'UTC' AS $$
 DECLARE
     lo date := date_trunc('month', for_month)::date;
     hi date := (date_trunc('month', for_month) + interval '1 month')::date;
@@ -87,6 +88,9 @@ BEGIN
     IF to_regclass('public.selection_logs_' || suffix) IS NOT NULL THEN
         RETURN false;
     END IF;
+    -- Nothing may land in the default partitions between the check, the move and the new
+    -- partition's own check of them (a select of a month that has no partition yet).
+    LOCK TABLE tool_calls_default, selection_logs_default IN ACCESS EXCLUSIVE MODE;
     SELECT EXISTS (SELECT 1 FROM selection_logs_default WHERE created_at >= lo AND created_at < hi)
       INTO stranded;
     IF stranded THEN
@@ -121,7 +125,8 @@ $$
 MAINTAIN = """
 CREATE FUNCTION analytics.maintain_partitions(months_ahead integer, default_retention_days integer)
 RETURNS TABLE (created text[], dropped text[], deleted bigint)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
+SET TimeZone = 'UTC' AS $$
 DECLARE
     m date;
     longest integer;

@@ -229,6 +229,16 @@ class TestDashboard:
         assert page.evaluate("() => window.pwned === undefined")
         assert watched.errors == []
 
+    def test_a_tenant_without_logs_gets_empty_charts_and_no_error(
+        self, server: str, watched: Watched, admin: Caller
+    ) -> None:
+        page = open_with(watched, server, admin.key)
+        page.wait_for_function("() => window.dashboard.loaded || window.dashboard.error")
+        assert page.inner_text("#status") == "0 selects."
+        assert page.locator("#table-zero tbody").inner_text() == "none"
+        assert page.evaluate(CHART_DATA, "chart-recall") == {"labels": [], "datasets": []}
+        assert watched.errors == []
+
     def test_a_wrong_key_says_so_and_draws_nothing(
         self, server: str, watched: Watched, admin: Caller
     ) -> None:
