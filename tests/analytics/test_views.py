@@ -141,15 +141,16 @@ class TestToolUsageDaily:
         found = pick(
             rows(database, seeded, "tool_usage_daily"), "day", "tool_name", "selections", "calls"
         )
+        # Newest day first.
         assert found == [
+            (DAY2, "search_help", 3, 0),
+            (DAY2, "lookup_account", 1, 0),
+            (DAY2, "order_status", 1, 1),
             (DAY1, "search_help", 3, 0),
             (DAY1, "order_status", 1, 1),
             (DAY1, "refund_policy", 1, 0),
             (DAY1, "issue_refund", 0, 1),
             (DAY1, "lookup_account", 0, 1),
-            (DAY2, "search_help", 3, 0),
-            (DAY2, "lookup_account", 1, 0),
-            (DAY2, "order_status", 1, 1),
         ]
 
 

@@ -103,7 +103,8 @@ VIEWS: dict[str, View[Any]] = {
         View(
             "tool_usage_daily",
             schemas.ToolUsageRow,
-            "day, selections DESC, tool_name",
+            # Newest first: a limit cuts the oldest days, not the latest.
+            "day DESC, selections DESC, tool_name",
             "day",
             "Per day and tool: times offered and times called.",
         ),

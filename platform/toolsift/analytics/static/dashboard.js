@@ -212,6 +212,11 @@ function start() {
     document.getElementById("panels").hidden = true;
     status("Key forgotten.");
   });
+  if (!sinceInput.value) {
+    // The last 30 days unless the user picks another start.
+    const start = new Date(Date.now() - 30 * 86400 * 1000);
+    sinceInput.value = start.toISOString().slice(0, 10);
+  }
   const saved = sessionStorage.getItem(KEY);
   if (saved) {
     keyInput.value = saved;
