@@ -27,6 +27,7 @@ from .config import Settings, get_settings
 from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis
 from .errors import AppError
+from .mcp.cli import app as mcp_app
 from .migrate import ensure_database, upgrade
 from .security import audit
 from .tenants.schemas import TenantCreate
@@ -41,6 +42,7 @@ tools_app = typer.Typer(help="Tool catalogs.", no_args_is_help=True)
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(tools_app, name="tools")
+app.add_typer(mcp_app, name="mcp")
 try:
     from .bench.cli import app as bench_app
 

@@ -74,8 +74,19 @@ class Settings(BaseSettings):
     outbox_relay_interval: float = 1.0
     outbox_lease_seconds: float = 60.0
     embed_batch_tools: int = 64
+    # MCP sources. Their headers, bearer tokens and stdio environments are encrypted at rest
+    # with a key derived from this secret (rotate: re-enter the sources' secrets).
+    secret_key: str = "changethis-development-secret-key"
+    # Commands a stdio source may run, as exact paths. Empty (the default) refuses stdio
+    # sources: a tenant admin must not start processes on the workers.
+    mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # How often the beat looks for due sources; the default interval of a new source.
+    mcp_schedule_interval: float = 30.0
+    mcp_sync_interval: int = 3600
+    # A server's list TTL shorter than this is stretched to it: a hint, not a hammer.
+    mcp_min_sync_interval: int = 60
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "mcp_stdio_commands", mode="before")
     @classmethod
     def _origins(cls, value: object) -> object:
         """A comma-separated list in the environment, a JSON list also accepted."""
@@ -93,6 +104,8 @@ class Settings(BaseSettings):
     def check_secrets(self) -> None:
         if self.env == "production" and self.key_pepper.startswith("changethis"):
             raise ValueError("TOOLSIFT_KEY_PEPPER must be set in production")
+        if self.env == "production" and self.secret_key.startswith("changethis"):
+            raise ValueError("TOOLSIFT_SECRET_KEY must be set in production")
 
 
 @lru_cache

@@ -103,12 +103,16 @@ def convert(
                 title=title[:200] if isinstance(title, str) else None,
                 description=description,
                 input_schema=raw.get("inputSchema", {}),
+                output_schema=raw.get("outputSchema"),
+                annotations=raw.get("annotations"),
                 required_permission=permission,
             )
         except ValidationError as error:
             first = error.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "(root)"
-            field = {"input_schema": "inputSchema"}.get(field, field)
+            field = {"input_schema": "inputSchema", "output_schema": "outputSchema"}.get(
+                field, field
+            )
             raise CatalogError(
                 f"tool {remote[:80]!r}: {field}: {first['msg']}", field=f"{where}.{field}"
             ) from None

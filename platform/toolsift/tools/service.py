@@ -41,6 +41,7 @@ class ToolService:
         items: Sequence[ToolCreate],
         *,
         field: str = "tools",
+        source: str = "manual",
     ) -> UpsertResult:
         """Create or update by name. Unchanged tools keep version and position; a deleted
         tool with the same name comes back at its old position with a new version."""
@@ -67,7 +68,7 @@ class ToolService:
             tool = existing.get(item.name)
             if tool is None:
                 tool = Tool(tenant_id=tenant_id, id=uuid.uuid4(), name=item.name, version=1)
-                tool.source = "manual"
+                tool.source = source
                 created.append(tool)
                 statuses[item.name] = "created"
             _assign(tool, item, permission_id)
@@ -130,6 +131,8 @@ class ToolService:
                 else self.permission_name(session, tool.required_permission_id)
             ),
             core=data.core if data.core is not None else tool.core,
+            output_schema=tool.output_schema,
+            annotations=tool.annotations,
         )
         self.upsert(session, tool.tenant_id, [merged], field="")
         return tool
@@ -217,6 +220,8 @@ def _assign(tool: Tool, item: ToolCreate, permission_id: UUID | None) -> None:
     tool.examples = item.examples
     tool.required_permission_id = permission_id
     tool.core = item.core
+    tool.output_schema = item.output_schema
+    tool.annotations = item.annotations
 
 
 tool = ToolService()
