@@ -620,17 +620,22 @@ def sync_source(
             try:
                 with session.begin_nested():
                     result = mcp.apply(session, source, catalog, settings=settings)
-                counts = result.model_dump(
-                    include={"tools", "created", "updated", "removed", "held"}
+                _log.info(
+                    "mcp sync of %s: %d tools, %d created, %d updated, %d removed, %d held",
+                    source_id,
+                    result.tools,
+                    result.created,
+                    result.updated,
+                    result.removed,
+                    result.held,
                 )
-                _log.info("mcp sync", extra={"source_id": str(source_id), **counts})
                 return result
             except (CatalogError, AppError) as failure:
                 error = scrub(str(getattr(failure, "message", failure)), secrets)
                 field = failure.field
         assert error is not None
         mcp.record_failure(session, source, error, settings=settings)
-        _log.warning("mcp sync failed", extra={"source_id": str(source_id), "error": error})
+        _log.warning("mcp sync of %s failed: %s", source_id, error)
         return SyncRead(source_id=source_id, status="failed", error=error, field=field)
 
 
