@@ -267,7 +267,8 @@ class TestBadConfiguration:
         response = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
         assert response.status_code == 502
         error = response.json()["error"]
-        assert "huge" in error["message"] or error["message"]
+        assert error["field"] == "tools[huge]"
+        assert "10000070-byte definition" in error["message"]
         assert registry(admin) == before
 
     def test_a_name_another_tool_has_is_refused(self, admin: Caller, server: LiveServer) -> None:
