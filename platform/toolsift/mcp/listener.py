@@ -49,12 +49,14 @@ async def listen_once(
             await on_event()
 
     async with connect(target, timeout=timeout, message_handler=handler) as client:
-        await on_event()  # catch up: nothing is replayed from before this session
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                # Catch up once the stream is acknowledged: nothing from before is replayed.
+                await on_event()
                 async for _event in subscription:
                     await on_event()
         except ListenNotSupportedError:
+            await on_event()
             await anyio.sleep_forever()  # legacy server: the message handler hears changes
 
 
