@@ -67,7 +67,15 @@ def test_a_token_is_never_an_argument() -> None:
     tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
     assert tenant
     missing = run(
-        "mcp", "add", "srv", "--tenant", tenant[1], "--url", "https://e.com/mcp",
-        "--bearer-token-env", "NOT_SET_ANYWHERE", code=2,
+        "mcp",
+        "add",
+        "srv",
+        "--tenant",
+        tenant[1],
+        "--url",
+        "https://e.com/mcp",
+        "--bearer-token-env",
+        "NOT_SET_ANYWHERE",
+        code=2,
     )
     assert "NOT_SET_ANYWHERE is not set" in missing

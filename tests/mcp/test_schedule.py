@@ -118,7 +118,8 @@ class TestChangeNotification:
                 assert len(syncs) == count + 1
             finally:
                 future.cancel()
-        assert syncs and set(syncs) == {"synced"}
+        assert syncs
+        assert set(syncs) == {"synced"}
 
 
 @pytest.fixture(scope="module")

@@ -66,15 +66,15 @@ class TestSync:
         result = sync(admin, source)
         assert (result["pages"], result["tools"], result["created"]) == (3, 8, 8)
         tools = live(admin)
-        assert [n for n in sorted(tools, key=lambda n: tools[n]["position"])] == [
-            f"srv_t{i}" for i in range(8)
-        ]
+        assert sorted(tools, key=lambda n: tools[n]["position"]) == [f"srv_t{i}" for i in range(8)]
         assert {t["source"] for t in tools.values()} == {f"mcp:{source['id']}"}
         state = source_state(admin, source)
         assert (state["health"], state["tool_count"], state["last_error"]) == ("healthy", 8, None)
         assert "srv_t5" in agent.names("the playlist please", k=1)
 
-    def test_edit_rename_and_removal(self, admin: Caller, agent: Caller, server: LiveServer) -> None:
+    def test_edit_rename_and_removal(
+        self, admin: Caller, agent: Caller, server: LiveServer
+    ) -> None:
         server.tools = catalog(6)
         source = add_source(admin, server.url)
         sync(admin, source)
@@ -169,8 +169,9 @@ class TestSync:
     ) -> None:
         output = {"type": "object", "properties": {"rows": {"type": "integer"}}}
         hints = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
-        server.tools = [tool("report", "Count the rows of a report.", annotations=hints,
-                             outputSchema=output)]
+        server.tools = [
+            tool("report", "Count the rows of a report.", annotations=hints, outputSchema=output)
+        ]
         source = add_source(admin, server.url, default_permission="crm.read")
         sync(admin, source)
         stored = live(admin)["srv_report"]
@@ -256,9 +257,7 @@ class TestBadConfiguration:
         assert "more than 10000 tools" in response.json()["error"]["message"]
         assert registry(admin) == before
 
-    def test_a_ten_megabyte_description_is_refused(
-        self, admin: Caller, server: LiveServer
-    ) -> None:
+    def test_a_ten_megabyte_description_is_refused(self, admin: Caller, server: LiveServer) -> None:
         server.tools = catalog(2)
         source = add_source(admin, server.url)
         sync(admin, source)
@@ -299,10 +298,14 @@ class TestBadConfiguration:
                 },
                 "headers",
             ),
-            ({"transport": "http", "url": "https://e.com", "default_permission": "nope"},
-             "default_permission"),
-            ({"transport": "http", "url": "https://e.com", "default_permission": "mcp.review"},
-             "default_permission"),
+            (
+                {"transport": "http", "url": "https://e.com", "default_permission": "nope"},
+                "default_permission",
+            ),
+            (
+                {"transport": "http", "url": "https://e.com", "default_permission": "mcp.review"},
+                "default_permission",
+            ),
             ({"transport": "http", "url": "https://e.com", "prefix": "a b"}, "prefix"),
             ({"transport": "carrier-pigeon", "url": "https://e.com"}, "transport"),
         ],
@@ -317,11 +320,14 @@ class TestBadConfiguration:
 
     def test_names_and_prefixes_are_unique(self, admin: Caller) -> None:
         add_source(admin, "https://e.com/mcp", name="one", prefix="p")
-        taken = admin.post("/admin/v1/mcp/sources", {"name": "one", "transport": "http",
-                                                     "url": "https://e.com"})
+        taken = admin.post(
+            "/admin/v1/mcp/sources", {"name": "one", "transport": "http", "url": "https://e.com"}
+        )
         assert (taken.status_code, taken.json()["error"]["field"]) == (409, "name")
-        prefix = admin.post("/admin/v1/mcp/sources", {"name": "two", "transport": "http",
-                                                      "url": "https://e.com", "prefix": "p"})
+        prefix = admin.post(
+            "/admin/v1/mcp/sources",
+            {"name": "two", "transport": "http", "url": "https://e.com", "prefix": "p"},
+        )
         assert (prefix.status_code, prefix.json()["error"]["field"]) == (409, "prefix")
 
 
@@ -375,3 +381,26 @@ class TestSecrets:
         assert token not in (result.error or "")
         assert token not in (source_state(admin, source)["last_error"] or "")
         assert "[redacted]" in source_state(admin, source)["last_error"]
+
+
+class TestOwnership:
+    def test_the_server_owns_the_definition_the_admin_owns_examples(
+        self, admin: Caller, agent: Caller, server: LiveServer
+    ) -> None:
+        server.tools = catalog(2)
+        source = add_source(admin, server.url)
+        sync(admin, source)
+        t0 = live(admin)["srv_t0"]
+        edited = admin.patch(f"/admin/v1/tools/{t0['id']}", {"description": "mine now"})
+        assert (edited.status_code, edited.json()["error"]["field"]) == (409, "description")
+        overwritten = admin.put("/admin/v1/tools", {"tools": [{"name": "srv_t0"}]})
+        assert (overwritten.status_code, overwritten.json()["error"]["field"]) == (
+            409,
+            "tools[0].name",
+        )
+        examples = ["bill the customer"]
+        admin.ok(admin.patch(f"/admin/v1/tools/{t0['id']}", {"examples": examples}))
+        sync(admin, source)
+        kept = live(admin)["srv_t0"]
+        assert (kept["examples"], kept["version"]) == (examples, 2)
+        assert "srv_t0" in agent.names("bill the customer", k=1)

@@ -63,9 +63,16 @@ class ToolService:
         created: list[Tool] = []
         changed: list[Tool] = []
         statuses: dict[str, str] = {}
-        for item in items:
+        for index, item in enumerate(items):
             permission_id = permission_ids.get(item.required_permission or "")
             tool = existing.get(item.name)
+            if tool is not None and tool.source != source:
+                # An imported tool's definition is its server's; a manual write must not
+                # overwrite it (nor a sync a manual tool).
+                raise Conflict(
+                    f"tool {item.name!r} comes from {tool.source}, not {source}",
+                    field=f"{field}[{index}].name" if field else "name",
+                )
             if tool is None:
                 tool = Tool(tenant_id=tenant_id, id=uuid.uuid4(), name=item.name, version=1)
                 tool.source = source
@@ -119,6 +126,16 @@ class ToolService:
         if tool.deleted_at is not None:
             raise NotFound("tool not found")
         fields = data.model_fields_set
+        if tool.source != "manual" and (
+            changed := sorted(
+                fields & {"title", "description", "input_schema", "required_permission"}
+            )
+        ):
+            raise Conflict(
+                f"{changed[0]}: this tool comes from {tool.source}, whose server owns its"
+                " definition; set its permission with PATCH /admin/v1/mcp/tools/{id}",
+                field=changed[0],
+            )
         merged = ToolCreate(
             name=tool.name,
             title=data.title if "title" in fields else tool.title,
@@ -134,7 +151,7 @@ class ToolService:
             output_schema=tool.output_schema,
             annotations=tool.annotations,
         )
-        self.upsert(session, tool.tenant_id, [merged], field="")
+        self.upsert(session, tool.tenant_id, [merged], field="", source=tool.source)
         return tool
 
     def delete(self, session: Session, tool_id: UUID) -> None:
