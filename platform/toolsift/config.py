@@ -75,7 +75,8 @@ class Settings(BaseSettings):
     outbox_lease_seconds: float = 60.0
     embed_batch_tools: int = 64
     # MCP sources. Their headers, bearer tokens and stdio environments are encrypted at rest
-    # with a key derived from this secret (rotate: re-enter the sources' secrets).
+    # with a key derived from this secret (rotate: re-enter the sources' secrets). In
+    # production a source's secrets are refused while this is the development default.
     secret_key: str = "changethis-development-secret-key"
     # Commands a stdio source may run, as exact paths. Empty (the default) refuses stdio
     # sources: a tenant admin must not start processes on the workers.
@@ -104,8 +105,6 @@ class Settings(BaseSettings):
     def check_secrets(self) -> None:
         if self.env == "production" and self.key_pepper.startswith("changethis"):
             raise ValueError("TOOLSIFT_KEY_PEPPER must be set in production")
-        if self.env == "production" and self.secret_key.startswith("changethis"):
-            raise ValueError("TOOLSIFT_SECRET_KEY must be set in production")
 
 
 @lru_cache

@@ -13,8 +13,10 @@ from fastapi.testclient import TestClient
 from tests.fixtures.factories import Caller, agent_key
 from toolsift.config import Settings
 from toolsift.db import Database
+from toolsift.errors import AppError
 from toolsift.mcp.fetch import FetchError
-from toolsift.mcp.service import sync_source
+from toolsift.mcp.schemas import SourceCreate
+from toolsift.mcp.service import mcp, sync_source
 
 from .servers.live import LiveServer, tool
 
@@ -318,6 +320,15 @@ class TestBadConfiguration:
         assert response.json()["error"]["field"] == field
         assert admin.ok(admin.get("/admin/v1/mcp/sources")) == []
 
+    def test_a_disabled_source_is_not_synced(self, admin: Caller, server: LiveServer) -> None:
+        server.tools = catalog(1)
+        source = add_source(admin, server.url, enabled=False)
+        response = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
+        assert (response.status_code, response.json()["error"]["field"]) == (409, "enabled")
+        assert server.headers == []
+        admin.ok(admin.patch(f"/admin/v1/mcp/sources/{source['id']}", {"enabled": True}))
+        assert sync(admin, source)["created"] == 1
+
     def test_names_and_prefixes_are_unique(self, admin: Caller) -> None:
         add_source(admin, "https://e.com/mcp", name="one", prefix="p")
         taken = admin.post(
@@ -404,3 +415,20 @@ class TestOwnership:
         kept = live(admin)["srv_t0"]
         assert (kept["examples"], kept["version"]) == (examples, 2)
         assert "srv_t0" in agent.names("bill the customer", k=1)
+
+    def test_production_refuses_secrets_under_the_development_key(
+        self, admin: Caller, database: Database
+    ) -> None:
+        production = Settings(env="production", key_pepper="a-real-pepper")
+        body = {"name": "srv", "transport": "http", "url": "https://e.com/mcp"}
+        with database.unit_of_work(admin.tenant_id, permissions="*") as session:
+            with pytest.raises(AppError) as refused:
+                mcp.create(
+                    session,
+                    admin.tenant_id,
+                    SourceCreate(**body, bearer_token="t"),
+                    settings=production,
+                )
+            assert refused.value.field == "bearer_token"
+            # Without secrets there is nothing to protect: accepted.
+            mcp.create(session, admin.tenant_id, SourceCreate(**body), settings=production)

@@ -19,7 +19,7 @@ from .schemas import (
     SourceUpdate,
     SyncRead,
 )
-from .service import McpServerError, mcp, sync_source
+from .service import McpServerError, SourceDisabled, mcp, sync_source
 
 router = APIRouter(prefix="/mcp", tags=["mcp"], responses=ERRORS)
 
@@ -69,7 +69,8 @@ def delete_source(source_id: UUID, ctx: AdminContext) -> None:
 def sync(source_id: UUID, ctx: AdminContext, request: Request) -> SyncRead:
     """Sync now: page through the server's tools/list to the end and apply it. A failure
     (502) marks the source unhealthy with the error and keeps the last good catalog."""
-    mcp.get(ctx.session, source_id)  # 404 before any network call
+    if not mcp.get(ctx.session, source_id).enabled:  # 404 or 409 before any network call
+        raise SourceDisabled("the source is disabled; enable it first", field="enabled")
     result = sync_source(
         request.app.state.database,
         ctx.principal.tenant_id,

@@ -248,6 +248,15 @@ class McpService:
             raise Unprocessable(
                 "give either bearer_token or an Authorization header, not both", field="headers"
             )
+        development_key = settings.secret_key.startswith("changethis")
+        if settings.env == "production" and development_key and secrets.values():
+            field = (
+                "headers" if secrets.headers else "bearer_token" if secrets.bearer_token else "env"
+            )
+            raise Unprocessable(
+                "this server cannot store secrets: its operator must set TOOLSIFT_SECRET_KEY",
+                field=field,
+            )
         source.secrets = seal(settings.secret_key, secrets)
         source.header_names = sorted(secrets.headers)
         source.env_names = sorted(secrets.env)
@@ -590,7 +599,8 @@ def sync_source(
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         source = mcp.get(session, source_id)
         if not source.enabled:
-            raise SourceDisabled("the source is disabled", field="enabled")
+            # Disabled after a scheduler claimed it: nothing to do, nothing to report.
+            return SyncRead(source_id=source_id, status="skipped", error="the source is disabled")
         try:
             target, secrets = mcp.target(source, settings=settings)
         except (SecretsUnreadable, Unprocessable) as refused:
