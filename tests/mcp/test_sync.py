@@ -393,6 +393,23 @@ class TestSecrets:
         assert token not in (source_state(admin, source)["last_error"] or "")
         assert "[redacted]" in source_state(admin, source)["last_error"]
 
+    def test_production_refuses_secrets_under_the_development_key(
+        self, admin: Caller, database: Database
+    ) -> None:
+        production = Settings(env="production", key_pepper="a-real-pepper")
+        body = {"name": "srv", "transport": "http", "url": "https://e.com/mcp"}
+        with database.unit_of_work(admin.tenant_id, permissions="*") as session:
+            with pytest.raises(AppError) as refused:
+                mcp.create(
+                    session,
+                    admin.tenant_id,
+                    SourceCreate(**body, bearer_token="t"),
+                    settings=production,
+                )
+            assert refused.value.field == "bearer_token"
+            # Without secrets there is nothing to protect: accepted.
+            mcp.create(session, admin.tenant_id, SourceCreate(**body), settings=production)
+
 
 class TestOwnership:
     def test_the_server_owns_the_definition_the_admin_owns_examples(
@@ -416,19 +433,17 @@ class TestOwnership:
         assert (kept["examples"], kept["version"]) == (examples, 2)
         assert "srv_t0" in agent.names("bill the customer", k=1)
 
-    def test_production_refuses_secrets_under_the_development_key(
-        self, admin: Caller, database: Database
+    def test_a_rename_that_folds_to_the_same_name_keeps_the_tool(
+        self, admin: Caller, server: LiveServer
     ) -> None:
-        production = Settings(env="production", key_pepper="a-real-pepper")
-        body = {"name": "srv", "transport": "http", "url": "https://e.com/mcp"}
-        with database.unit_of_work(admin.tenant_id, permissions="*") as session:
-            with pytest.raises(AppError) as refused:
-                mcp.create(
-                    session,
-                    admin.tenant_id,
-                    SourceCreate(**body, bearer_token="t"),
-                    settings=production,
-                )
-            assert refused.value.field == "bearer_token"
-            # Without secrets there is nothing to protect: accepted.
-            mcp.create(session, admin.tenant_id, SourceCreate(**body), settings=production)
+        server.tools = [tool("get.order", "Get an order.")]
+        source = add_source(admin, server.url)
+        sync(admin, source)
+        before = live(admin)["srv_get_order"]
+        server.tools = [tool("get_order", "Get an order.")]
+        result = sync(admin, source)
+        assert (result["created"], result["removed"]) == (0, 0)
+        after = live(admin)["srv_get_order"]
+        assert (after["id"], after["position"]) == (before["id"], before["position"])
+        listed = admin.ok(admin.get("/admin/v1/mcp/tools", params={"source_id": source["id"]}))
+        assert [t["remote_name"] for t in listed] == ["get_order"]

@@ -364,11 +364,11 @@ class McpService:
         imported = {i.remote_name: i for i in converted}
         mine = source_tag(source.id)
         names = {i.tool.name: i for i in imported.values()}
-        taken = session.execute(
-            select(Tool.name).where(Tool.name.in_(list(names)), Tool.source != mine)
-        ).scalars()
-        for name in taken:
-            remote = names[name].remote_name
+        taken = session.scalar(
+            select(Tool.name).where(Tool.name.in_(list(names)), Tool.source != mine).limit(1)
+        )
+        if taken is not None:
+            name, remote = taken, names[taken].remote_name
             raise CatalogError(
                 f"tool {remote[:80]!r} would be {name!r}, a name another source or a manual"
                 " tool already has; give this source another prefix",
@@ -421,6 +421,7 @@ class McpService:
             row.updated_at = now
             removed += 1
         removed += sum(1 for status in result.statuses.values() if status == "removed")
+        session.flush()  # deletes first: a new entry may take over a deleted one's tool
         session.add_all(new)
         source.health = "healthy"
         source.last_error = None
