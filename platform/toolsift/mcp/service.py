@@ -360,7 +360,14 @@ class McpService:
         self, session: Session, source: McpSource, catalog: Catalog, *, settings: Settings
     ) -> SyncRead:
         """Bring the registry in line with `catalog`, or raise `CatalogError` changing nothing."""
-        converted = convert(source.prefix, catalog.tools, permissions={}, default_permission=None)
+        rows = {r.remote_name: r for r in self._rows(session, source.id)}
+        converted = convert(
+            source.prefix,
+            catalog.tools,
+            permissions={},
+            default_permission=None,
+            trusted={r.definition_hash for r in rows.values()},
+        )
         imported = {i.remote_name: i for i in converted}
         mine = source_tag(source.id)
         names = {i.tool.name: i for i in imported.values()}
@@ -374,7 +381,6 @@ class McpService:
                 " tool already has; give this source another prefix",
                 field=f"tools[{remote[:80]}].name",
             )
-        rows = {r.remote_name: r for r in self._rows(session, source.id)}
         now = _now()
         new: list[McpTool] = []
         held = 0
@@ -507,7 +513,11 @@ class McpService:
         rejected: list[str] = []
         for row in rows:
             item = (imported or {}).get(row.remote_name) or convert(
-                source.prefix, [row.definition], permissions={}, default_permission=None
+                source.prefix,
+                [row.definition],
+                permissions={},
+                default_permission=None,
+                trusted={row.definition_hash},
             )[0]
             if row.review_state == "rejected" and row.approved_hash == row.definition_hash:
                 rejected.append(item.tool.name)
