@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from anyio.from_thread import start_blocking_portal
 from celery import Celery
@@ -22,6 +24,7 @@ from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.embedded import EmbeddedRedis
 from toolsift.mcp import listener
+from toolsift.mcp.fetch import StdioTarget
 from toolsift.mcp.service import Due, due_sources, schedule, sync_source
 from toolsift.models import McpSource
 
@@ -120,6 +123,23 @@ class TestChangeNotification:
                 future.cancel()
         assert syncs
         assert set(syncs) == {"synced"}
+
+    def test_a_server_that_announces_no_changes_is_not_held_open(self, tmp_path: Path) -> None:
+        file = tmp_path / "catalog.json"
+        file.write_text(json.dumps({"tools": [tool("t0")]}))
+        target = StdioTarget(
+            sys.executable,
+            ["-m", "tests.mcp.servers.paged", str(file), "5"],
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        events: list[int] = []
+
+        async def on_event() -> None:
+            events.append(1)
+
+        with pytest.raises(listener.NoNotifications):
+            anyio.run(lambda: listener.listen_once(target, on_event, timeout=30))
+        assert events == []
 
 
 @pytest.fixture(scope="module")

@@ -48,16 +48,27 @@ async def listen_once(
         if isinstance(root, mcp_types.ToolListChangedNotification):
             await on_event()
 
+    announces = True
     async with connect(target, timeout=timeout, message_handler=handler) as client:
-        try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                # Catch up once the stream is acknowledged: nothing from before is replayed.
-                await on_event()
-                async for _event in subscription:
+        tools = client.server_capabilities.tools
+        announces = tools is not None and bool(tools.list_changed)
+        if announces:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    # Catch up once the stream is acknowledged: nothing before is replayed.
                     await on_event()
-        except ListenNotSupportedError:
-            await on_event()
-            await anyio.sleep_forever()  # legacy server: the message handler hears changes
+                    async for _event in subscription:
+                        await on_event()
+            except ListenNotSupportedError:
+                await on_event()
+                await anyio.sleep_forever()  # legacy server: the message handler hears it
+    # Raised outside the session: inside, the SDK's task group would wrap it in a group.
+    if not announces:
+        raise NoNotifications("the server does not announce tool list changes")
+
+
+class NoNotifications(Exception):
+    """The server never announces changes: holding a session would only cost a connection."""
 
 
 class Debounced:
@@ -93,6 +104,12 @@ async def _hold(
                 delay = 1.0
             except anyio.get_cancelled_exc_class():
                 raise
+            except NoNotifications:
+                # The schedule covers this source; look again only when it changes (the
+                # supervisor restarts a changed source) or after a long while.
+                _log.info("mcp listener for %s: no change notifications", due.source_id)
+                await anyio.sleep(3600)
+                continue
             except Exception as error:  # any failure: reconnect later; syncs report errors
                 _log.info("mcp listener for %s: %s", due.source_id, type(error).__name__)
             await anyio.sleep(delay)
