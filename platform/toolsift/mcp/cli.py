@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, NoReturn
@@ -22,11 +23,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import stack
-from ..config import get_settings
+from ..config import Settings, get_settings
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError
 from ..models import McpSource, Tool
 from ..security import audit
+from .listener import OnChange
 from .schemas import SourceCreate
 from .service import Due, mcp, sync_source
 
@@ -226,6 +228,41 @@ def reject(
     _decide(tool, tenant, definition_hash, approve=False)
 
 
+def change_handler(database: Database, settings: Settings, *, inline: bool) -> OnChange:
+    """What a tools-list-changed event does: queue `mcp.sync` (or sync here, without Redis)."""
+    if inline or not settings.redis_url:
+
+        def sync_here(due: Due) -> None:
+            sync_source(database, due.tenant_id, due.source_id, settings=settings)
+
+        return sync_here
+    from celery import Celery
+
+    client = Celery("toolsift", broker=settings.redis_url)
+
+    def enqueue(due: Due) -> None:
+        client.send_task(
+            "mcp.sync", kwargs={"tenant_id": str(due.tenant_id), "source_id": str(due.source_id)}
+        )
+
+    return enqueue
+
+
+def start_listener(database: Database, settings: Settings) -> threading.Thread:
+    """The listener in a daemon thread of this process (`toolsift up`: one machine)."""
+    from .listener import supervise
+
+    on_change = change_handler(database, settings, inline=False)
+    thread = threading.Thread(
+        target=anyio.run,
+        args=(lambda: supervise(database, on_change, settings=settings),),
+        name="mcp-listener",
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
 @app.command("listen")
 def listen(
     inline: Annotated[
@@ -233,26 +270,12 @@ def listen(
     ] = False,
     refresh: Annotated[float, typer.Option(help="Seconds between source list reads.")] = 30.0,
 ) -> None:
-    """Hold sessions to the sources' servers and sync on tools-list-changed (run one)."""
+    """Hold sessions to the sources' servers and sync on tools-list-changed (run one;
+    `toolsift up` runs it already)."""
     from .listener import supervise
 
     settings = get_settings()
     with _database() as database:
-        if inline or not settings.redis_url:
-
-            def on_change(due: Due) -> None:
-                sync_source(database, due.tenant_id, due.source_id, settings=settings)
-
-        else:
-            from celery import Celery
-
-            client = Celery("toolsift", broker=settings.redis_url)
-
-            def on_change(due: Due) -> None:
-                client.send_task(
-                    "mcp.sync",
-                    kwargs={"tenant_id": str(due.tenant_id), "source_id": str(due.source_id)},
-                )
-
+        on_change = change_handler(database, settings, inline=inline)
         console.print("listening for tools-list-changed (Ctrl-C stops)")
         anyio.run(lambda: supervise(database, on_change, settings=settings, refresh=refresh))

@@ -92,7 +92,7 @@ async def fetch_catalog(
     except TimeoutError:
         raise FetchError(f"the server did not list its tools within {timeout:g} s") from None
     except Exception as error:  # the SDK and transports raise many kinds; all mean "no catalog"
-        raise FetchError(_describe(error)) from None
+        raise FetchError(describe_error(error)) from None
 
 
 async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
@@ -123,7 +123,7 @@ async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
         seen.add(cursor)
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     """One line naming the failure, from the innermost useful error of a group."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]

@@ -30,7 +30,7 @@ from mcp.client.subscriptions import ListenNotSupportedError
 
 from ..config import Settings
 from ..db import ALL_PERMISSIONS, Database
-from .fetch import Target, connect
+from .fetch import Target, connect, describe_error
 from .service import Due, listening_sources, mcp
 
 _log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ async def _hold(
                 await anyio.sleep(3600)
                 continue
             except Exception as error:  # any failure: reconnect later; syncs report errors
-                _log.info("mcp listener for %s: %s", due.source_id, type(error).__name__)
+                _log.info("mcp listener for %s: %s", due.source_id, describe_error(error))
             await anyio.sleep(delay)
             delay = min(delay * 2, 300.0)
 
@@ -134,7 +134,12 @@ async def supervise(
     running: dict[Due, tuple[datetime, anyio.CancelScope]] = {}
     async with anyio.create_task_group() as tg:
         while True:
-            wanted = await anyio.to_thread.run_sync(listening_sources, database)
+            try:
+                wanted = await anyio.to_thread.run_sync(listening_sources, database)
+            except Exception:  # the database is away: keep what runs, look again later
+                _log.warning("mcp listener: cannot read the sources", exc_info=True)
+                await anyio.sleep(refresh)
+                continue
             for due, (changed, scope) in list(running.items()):
                 if wanted.get(due) != changed:
                     scope.cancel()
