@@ -55,7 +55,7 @@ _SCHEDULER = text("SELECT set_config('app.scheduler', 'on', true)")
 
 
 class SourceDisabled(Conflict):
-    pass
+    """A disabled source is never fetched; enable it first."""
 
 
 class McpServerError(AppError):
@@ -702,8 +702,8 @@ def listening_sources(database: Database) -> dict[Due, datetime]:
 
 
 def _default_prefix(name: str) -> str:
-    prefix = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:32]
-    return prefix
+    """The source name, made valid inside a tool name (`github.com` -> `github_com`)."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:32]
 
 
 def _check_url(url: str | None) -> str:
