@@ -19,7 +19,12 @@ celery_app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
-celery_app.conf.include = ["workers.system", "workers.embedding", "workers.analytics"]
+celery_app.conf.include = [
+    "workers.system",
+    "workers.embedding",
+    "workers.analytics",
+    "workers.mcp_sources",
+]
 celery_app.conf.beat_schedule = {
     "outbox-relay": {
         "task": "outbox.relay",
@@ -32,6 +37,11 @@ celery_app.conf.beat_schedule = {
         "task": "analytics.maintain_partitions",
         "schedule": settings.partition_maintenance_interval,
         "options": {"expires": settings.partition_maintenance_interval},
+    },
+    "mcp-schedule": {
+        "task": "mcp.schedule",
+        "schedule": settings.mcp_schedule_interval,
+        "options": {"expires": settings.mcp_schedule_interval},
     },
 }
 

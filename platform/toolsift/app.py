@@ -24,6 +24,7 @@ from .db import Database
 from .embedding import endpoints_admin as embedding_endpoints
 from .errors import AppError
 from .kit.limits import BodyLimit
+from .mcp import endpoints_admin as mcp_endpoints
 from .mcp.endpoint import McpEndpoint
 from .ops import health
 from .ops import logging as ops_logging
@@ -123,7 +124,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     ops_logging.configure(
         fmt=settings.log_format,
         level=settings.log_level,
-        secrets=[settings.key_pepper, settings.operator_key, settings.embedding_http_token],
+        secrets=[
+            settings.key_pepper,
+            settings.operator_key,
+            settings.embedding_http_token,
+            settings.secret_key,
+        ],
     )
 
     @asynccontextmanager
@@ -166,6 +172,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     admin = [tenant_endpoints.router, access_endpoints.permissions, access_endpoints.roles]
     admin += [access_endpoints.keys, tool_endpoints.router, embedding_endpoints.router]
     admin += [audit_endpoints.router, analytics_endpoints.router, analytics_endpoints.dashboard]
+    admin += [mcp_endpoints.router]
     for router in admin:
         app.include_router(router, prefix="/admin/v1")
     app.include_router(selection_endpoints.router, prefix="/v1")

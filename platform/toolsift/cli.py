@@ -28,6 +28,8 @@ from .config import Settings, get_settings
 from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis
 from .errors import AppError
+from .mcp.cli import app as mcp_app
+from .mcp.cli import start_listener
 from .migrate import ensure_database, upgrade
 from .security import audit
 from .tenants.schemas import TenantCreate
@@ -42,6 +44,7 @@ tools_app = typer.Typer(help="Tool catalogs.", no_args_is_help=True)
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(tools_app, name="tools")
+app.add_typer(mcp_app, name="mcp")
 try:
     from .bench.cli import app as bench_app
 
@@ -261,6 +264,8 @@ def up(
             worker_process = subprocess.Popen(
                 _worker_command(1, beat_schedule=schedule, loglevel="WARNING"), env=env
             )
+            # Syncs MCP sources on their servers' tools-list-changed events.
+            start_listener(database, settings)
         _banner(settings, host, port, database_url, redis_url, state if demo else None)
         uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")
     finally:

@@ -80,8 +80,20 @@ class Settings(BaseSettings):
     partition_months_ahead: int = Field(default=3, ge=1, le=24)
     log_retention_days: int = Field(default=90, ge=1)
     partition_maintenance_interval: float = 3600.0
+    # MCP sources. Their headers, bearer tokens and stdio environments are encrypted at rest
+    # with a key derived from this secret (rotate: re-enter the sources' secrets). In
+    # production a source's secrets are refused while this is the development default.
+    secret_key: str = "changethis-development-secret-key"
+    # Commands a stdio source may run, as exact paths. Empty (the default) refuses stdio
+    # sources: a tenant admin must not start processes on the workers.
+    mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # How often the beat looks for due sources; the default interval of a new source.
+    mcp_schedule_interval: float = 30.0
+    mcp_sync_interval: int = 3600
+    # A server's list TTL shorter than this is stretched to it: a hint, not a hammer.
+    mcp_min_sync_interval: int = 60
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "mcp_stdio_commands", mode="before")
     @classmethod
     def _origins(cls, value: object) -> object:
         """A comma-separated list in the environment, a JSON list also accepted."""

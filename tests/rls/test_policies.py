@@ -22,8 +22,11 @@ from sqlalchemy.orm import Session
 
 from toolsift.access.schemas import KeyCreate, PermissionCreate, RoleCreate
 from toolsift.access.service import access
-from toolsift.config import APP_ROLE
+from toolsift.config import APP_ROLE, Settings
 from toolsift.db import ALL_PERMISSIONS, Database, set_permissions, set_tenant
+from toolsift.mcp.fetch import Catalog
+from toolsift.mcp.schemas import SourceCreate
+from toolsift.mcp.service import mcp
 from toolsift.models import SelectionLog, Tool, ToolCall, ToolEmbedding
 from toolsift.security import audit
 from toolsift.tenants.schemas import TenantCreate
@@ -71,7 +74,13 @@ def scoped_tables(tenant_tables: list[str]) -> list[str]:
 
 # The outbox relay reads and claims pending jobs of every tenant (ids and versions, no
 # content), only in transactions that set app.relay; tested in tests/embedding/test_outbox.py.
-RELAY_POLICIES = {("outbox", "relay_read"), ("outbox", "relay_claim")}
+# The MCP scheduler reads due sources' ids across tenants (SELECT only), only in transactions
+# that set app.scheduler; tested in tests/mcp/test_sync.py.
+RELAY_POLICIES = {
+    ("outbox", "relay_read"),
+    ("outbox", "relay_claim"),
+    ("mcp_sources", "scheduler_read"),
+}
 
 
 # --- the catalog -----------------------------------------------------------------------------
@@ -279,6 +288,7 @@ class Seeded:
     permission_id: UUID
     public_tool: str
     restricted_tool: str
+    mcp_tool: str  # imported from an MCP source; requires the restricted permission
 
 
 def _seed(database: Database, name: str) -> Seeded:
@@ -353,7 +363,24 @@ def _seed(database: Database, name: str) -> Seeded:
                 allowed=True,
             )
         )
-    return Seeded(tenant_id, permission.id, public, restricted)
+        # An MCP source and its tool (mcp_sources, mcp_tools), through the sync's own apply.
+        settings = Settings(env="testing")
+        source = mcp.create(
+            session,
+            tenant_id,
+            SourceCreate(
+                name="srv",
+                transport="http",
+                url="http://127.0.0.1:9/mcp",
+                default_permission="billing.refund",
+            ),
+            settings=settings,
+        )
+        catalog = Catalog(
+            tools=[{"name": "echo", "inputSchema": {"type": "object"}}], pages=1, ttl_ms=None
+        )
+        mcp.apply(session, source, catalog, settings=settings)
+    return Seeded(tenant_id, permission.id, public, restricted, "srv_echo")
 
 
 @pytest.fixture
@@ -574,7 +601,7 @@ class TestPermissionPolicy:
                 tenants = set(session.scalars(text("SELECT DISTINCT tenant_id FROM tool_terms")))
             expected = {a.public_tool}
             if permissions in (ALL_PERMISSIONS, str(a.permission_id)):
-                expected.add(a.restricted_tool)
+                expected |= {a.restricted_tool, a.mcp_tool}
             assert (label, tools) == (label, expected)
             assert (label, posted) == (label, expected)
             assert (label, tenants) == (label, {a.tenant_id})

@@ -16,6 +16,12 @@ from ..errors import Conflict, NotFound, Unprocessable
 from ..models import ApiKey, ApiKeyRole, Permission, Role, RolePermission, Tool
 from .schemas import KeyCreate, PermissionCreate, RoleCreate, RoleUpdate
 
+# Permissions the platform itself requires and no role may hold. `mcp.review` is required by
+# MCP tools held for review: RLS then hides them from every agent before any scoring, exactly
+# like a forbidden tool. A database trigger refuses the grant as well.
+REVIEW_PERMISSION = "mcp.review"
+RESERVED_PERMISSIONS = frozenset({REVIEW_PERMISSION})
+
 
 @dataclass(frozen=True)
 class RoleView:
@@ -43,6 +49,8 @@ class AccessService:
     def create_permission(
         self, session: Session, tenant_id: UUID, data: PermissionCreate
     ) -> Permission:
+        if data.name in RESERVED_PERMISSIONS:
+            raise Unprocessable(f"permission {data.name!r} is reserved", field="name")
         if session.scalar(select(Permission.id).where(Permission.name == data.name)):
             raise Conflict(f"permission {data.name!r} already exists", field="name")
         permission = Permission(
@@ -50,6 +58,21 @@ class AccessService:
         )
         session.add(permission)
         session.flush()
+        return permission
+
+    def reserved_permission(self, session: Session, tenant_id: UUID, name: str) -> Permission:
+        """The tenant's reserved permission `name`, created on first use."""
+        assert name in RESERVED_PERMISSIONS
+        permission = session.scalar(select(Permission).where(Permission.name == name))
+        if permission is None:
+            permission = Permission(
+                tenant_id=tenant_id,
+                id=uuid.uuid4(),
+                name=name,
+                description="Reserved: required by tools held for review; no role may hold it.",
+            )
+            session.add(permission)
+            session.flush()
         return permission
 
     def list_permissions(self, session: Session) -> Sequence[Permission]:
@@ -163,6 +186,11 @@ class AccessService:
         *,
         field: str = "permissions",
     ) -> None:
+        permissions = list(permissions)
+        if reserved := sorted(RESERVED_PERMISSIONS.intersection(permissions)):
+            raise Unprocessable(
+                f"permission {reserved[0]!r} is reserved and cannot be granted", field=field
+            )
         ids = self.permission_ids(session, permissions, field=field)
         existing = set(
             session.scalars(

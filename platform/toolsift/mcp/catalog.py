@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,10 +62,13 @@ def convert(
     *,
     permissions: Mapping[str, str | None],
     default_permission: str | None,
+    trusted: Collection[str] = (),
 ) -> list[Imported]:
     """Registry tools for a server's catalog, or a `CatalogError` for the first bad one.
 
-    `permissions` overrides the source's default permission per remote tool name.
+    `permissions` overrides the source's default permission per remote tool name. A
+    definition whose hash is in `trusted` passed this validation before (schema checks are
+    most of a sync's time), so it is built without repeating them.
     """
     out: list[Imported] = []
     names: dict[str, str] = {}
@@ -97,20 +100,32 @@ def convert(
         names[name] = remote
         title = raw.get("title") or (raw.get("annotations") or {}).get("title")
         permission = permissions.get(remote, default_permission)
+        digest = definition_hash(raw)
+        fields: dict[str, Any] = {
+            "name": name,
+            "title": title[:200] if isinstance(title, str) else None,
+            "description": description,
+            "input_schema": raw.get("inputSchema", {}),
+            "output_schema": raw.get("outputSchema"),
+            "annotations": raw.get("annotations"),
+            "required_permission": permission,
+            # Given, not defaulted: pydantic's default factories are slow under model_construct.
+            "examples": [],
+            "core": False,
+        }
+        if digest in trusted:
+            out.append(Imported(remote, ToolCreate.model_construct(**fields), digest, dict(raw)))
+            continue
         try:
-            tool = ToolCreate(
-                name=name,
-                title=title[:200] if isinstance(title, str) else None,
-                description=description,
-                input_schema=raw.get("inputSchema", {}),
-                required_permission=permission,
-            )
+            tool = ToolCreate(**fields)
         except ValidationError as error:
             first = error.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "(root)"
-            field = {"input_schema": "inputSchema"}.get(field, field)
+            field = {"input_schema": "inputSchema", "output_schema": "outputSchema"}.get(
+                field, field
+            )
             raise CatalogError(
                 f"tool {remote[:80]!r}: {field}: {first['msg']}", field=f"{where}.{field}"
             ) from None
-        out.append(Imported(remote, tool, definition_hash(raw), dict(raw)))
+        out.append(Imported(remote, tool, digest, dict(raw)))
     return out

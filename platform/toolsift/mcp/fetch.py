@@ -8,13 +8,16 @@ tools, too many pages, a cursor that repeats, or a call that never ends all rais
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 MAX_TOOLS = 10_000
 MAX_PAGES = 1_000
@@ -33,6 +36,35 @@ class StdioTarget:
 
 
 @dataclass(frozen=True)
+class HttpTarget:
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Target = StdioTarget | HttpTarget | str
+
+
+@asynccontextmanager
+async def connect(target: Target, *, timeout: float, **options: Any) -> AsyncIterator[Client]:
+    """An SDK client session with the server; `options` go to `mcp.Client`."""
+    if isinstance(target, StdioTarget):
+        server = StdioServerParameters(
+            command=target.command,
+            args=list(target.args),
+            env=dict(target.env) if target.env is not None else None,
+        )
+        async with Client(server, read_timeout_seconds=timeout, cache=None, **options) as client:
+            yield client
+        return
+    url, headers = (target, {}) if isinstance(target, str) else (target.url, target.headers)
+    http_timeout = httpx2.Timeout(min(timeout, 30.0), read=max(timeout, 300.0))
+    async with httpx2.AsyncClient(headers=dict(headers), timeout=http_timeout) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, read_timeout_seconds=timeout, cache=None, **options) as client:
+            yield client
+
+
+@dataclass(frozen=True)
 class Catalog:
     """Every tool of the server, as MCP tool objects (camelCase, as on the wire)."""
 
@@ -44,32 +76,23 @@ class Catalog:
 
 
 async def fetch_catalog(
-    target: StdioTarget | str,
+    target: Target,
     *,
     max_tools: int = MAX_TOOLS,
     max_pages: int = MAX_PAGES,
     timeout: float = TIMEOUT_SECONDS,
 ) -> Catalog:
     """All tools of an MCP server: a streamable-HTTP URL or a stdio command."""
-    server: StdioServerParameters | str = (
-        StdioServerParameters(
-            command=target.command,
-            args=list(target.args),
-            env=dict(target.env) if target.env is not None else None,
-        )
-        if isinstance(target, StdioTarget)
-        else target
-    )
     try:
         with anyio.fail_after(timeout):
-            async with Client(server, read_timeout_seconds=timeout, cache=None) as client:
+            async with connect(target, timeout=timeout) as client:
                 return await _pages(client, max_tools=max_tools, max_pages=max_pages)
     except FetchError:
         raise
     except TimeoutError:
         raise FetchError(f"the server did not list its tools within {timeout:g} s") from None
     except Exception as error:  # the SDK and transports raise many kinds; all mean "no catalog"
-        raise FetchError(_describe(error)) from None
+        raise FetchError(describe_error(error)) from None
 
 
 async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
@@ -100,7 +123,7 @@ async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
         seen.add(cursor)
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     """One line naming the failure, from the innermost useful error of a group."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
@@ -108,6 +131,6 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
 
 
-def fetch_catalog_sync(target: StdioTarget | str, **limits: Any) -> Catalog:
+def fetch_catalog_sync(target: Target, **limits: Any) -> Catalog:
     """`fetch_catalog` for sync callers (Celery tasks, the CLI)."""
     return anyio.run(lambda: fetch_catalog(target, **limits))

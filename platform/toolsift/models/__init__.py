@@ -4,6 +4,7 @@ from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
 from .audit import AuditEntry
 from .base import Base
 from .embedding import OutboxJob, ToolEmbedding
+from .mcp import McpSource, McpTool
 from .selection import SelectionLog, ToolCall, ToolVersion
 from .tenant import Tenant
 from .tool import CorpusStat, TermStat, Tool, ToolTerm
@@ -14,6 +15,8 @@ __all__ = [
     "AuditEntry",
     "Base",
     "CorpusStat",
+    "McpSource",
+    "McpTool",
     "OutboxJob",
     "Permission",
     "Role",

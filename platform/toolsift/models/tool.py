@@ -47,6 +47,10 @@ class Tool(TenantScoped, Timestamped, Base):
     title: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str] = mapped_column(Text, default="")
     input_schema: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    # MCP `outputSchema` and `annotations`: shown with the tool; annotations are hints from
+    # the tool's author and never decide a permission.
+    output_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    annotations: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     examples: Mapped[list[str]] = mapped_column(JSONB, default=list)
     required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     core: Mapped[bool] = mapped_column(default=False)

@@ -37,6 +37,10 @@ def render(tool: Tool, fmt: Format) -> dict[str, Any]:
         definition["title"] = tool.title
     definition["description"] = tool.description
     definition["inputSchema"] = tool.input_schema
+    if tool.output_schema is not None:
+        definition["outputSchema"] = tool.output_schema
+    if tool.annotations is not None:
+        definition["annotations"] = tool.annotations
     return definition
 
 
@@ -47,16 +51,22 @@ def token_cost(tool: Tool) -> int:
 
 
 def content_hash(tool: Tool, permission: str | None) -> str:
+    fields: dict[str, Any] = {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+        "examples": tool.examples,
+        "required_permission": permission,
+        "core": tool.core,
+    }
+    # Only when set, so tools stored before these fields existed keep their hash (and so
+    # their version on the next idempotent upsert).
+    for name in ("output_schema", "annotations"):
+        if getattr(tool, name) is not None:
+            fields[name] = getattr(tool, name)
     canonical = json.dumps(
-        {
-            "name": tool.name,
-            "title": tool.title,
-            "description": tool.description,
-            "input_schema": tool.input_schema,
-            "examples": tool.examples,
-            "required_permission": permission,
-            "core": tool.core,
-        },
+        fields,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

@@ -96,11 +96,31 @@ class ToolCreate(StoredSchema):
         default=None, pattern=NAME_PATTERN, description="Permission name; none means public."
     )
     core: bool = Field(default=False, description="Always selected when allowed.")
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="MCP `outputSchema`: the shape of a structured result."
+    )
+    annotations: dict[str, Any] | None = Field(
+        default=None,
+        description="MCP tool annotations (readOnlyHint, destructiveHint, ...): hints from the"
+        " tool's author, shown with the tool and never used to decide a permission.",
+    )
 
     @field_validator("input_schema")
     @classmethod
     def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_input_schema(value)
+
+    @field_validator("output_schema")
+    @classmethod
+    def _output_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_input_schema(value)
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value)) > MAX_SCHEMA_BYTES:
+            raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes of JSON")
+        return value
 
     @field_validator("examples")
     @classmethod
@@ -141,6 +161,8 @@ class ToolRead(ReadSchema):
     title: str | None
     description: str
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
     examples: list[str]
     required_permission: str | None
     core: bool

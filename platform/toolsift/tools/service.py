@@ -41,6 +41,7 @@ class ToolService:
         items: Sequence[ToolCreate],
         *,
         field: str = "tools",
+        source: str = "manual",
     ) -> UpsertResult:
         """Create or update by name. Unchanged tools keep version and position; a deleted
         tool with the same name comes back at its old position with a new version."""
@@ -62,12 +63,19 @@ class ToolService:
         created: list[Tool] = []
         changed: list[Tool] = []
         statuses: dict[str, str] = {}
-        for item in items:
+        for index, item in enumerate(items):
             permission_id = permission_ids.get(item.required_permission or "")
             tool = existing.get(item.name)
+            if tool is not None and tool.source != source:
+                # An imported tool's definition is its server's; a manual write must not
+                # overwrite it (nor a sync a manual tool).
+                raise Conflict(
+                    f"tool {item.name!r} comes from {tool.source}, not {source}",
+                    field=f"{field}[{index}].name" if field else "name",
+                )
             if tool is None:
                 tool = Tool(tenant_id=tenant_id, id=uuid.uuid4(), name=item.name, version=1)
-                tool.source = "manual"
+                tool.source = source
                 created.append(tool)
                 statuses[item.name] = "created"
             _assign(tool, item, permission_id)
@@ -118,6 +126,16 @@ class ToolService:
         if tool.deleted_at is not None:
             raise NotFound("tool not found")
         fields = data.model_fields_set
+        if tool.source != "manual" and (
+            changed := sorted(
+                fields & {"title", "description", "input_schema", "required_permission"}
+            )
+        ):
+            raise Conflict(
+                f"{changed[0]}: this tool comes from {tool.source}, whose server owns its"
+                " definition; set its permission with PATCH /admin/v1/mcp/tools/{id}",
+                field=changed[0],
+            )
         merged = ToolCreate(
             name=tool.name,
             title=data.title if "title" in fields else tool.title,
@@ -130,8 +148,10 @@ class ToolService:
                 else self.permission_name(session, tool.required_permission_id)
             ),
             core=data.core if data.core is not None else tool.core,
+            output_schema=tool.output_schema,
+            annotations=tool.annotations,
         )
-        self.upsert(session, tool.tenant_id, [merged], field="")
+        self.upsert(session, tool.tenant_id, [merged], field="", source=tool.source)
         return tool
 
     def delete(self, session: Session, tool_id: UUID) -> None:
@@ -217,6 +237,8 @@ def _assign(tool: Tool, item: ToolCreate, permission_id: UUID | None) -> None:
     tool.examples = item.examples
     tool.required_permission_id = permission_id
     tool.core = item.core
+    tool.output_schema = item.output_schema
+    tool.annotations = item.annotations
 
 
 tool = ToolService()

@@ -1,0 +1,81 @@
+"""`toolsift mcp ...` run as an operator would, against the test database and a real server."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from toolsift.cli import app
+from toolsift.config import get_settings
+from toolsift.db import Database
+
+from ..fixtures.factories import PEPPER
+from .servers.live import LiveServer, tool
+from .test_review import POISONED
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(database_url: str, database: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TOOLSIFT_DATABASE_URL", database_url)
+    monkeypatch.setenv("TOOLSIFT_KEY_PEPPER", PEPPER)
+    monkeypatch.setenv("TOOLSIFT_SECRET_KEY", "cli-test-secret")
+    monkeypatch.setenv("SRV_TOKEN", "tok-cli-secret-123456")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def run(*args: str, code: int = 0) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return " ".join(result.output.split())  # rich wraps long lines
+
+
+@pytest.mark.usefixtures("env")
+def test_add_list_sync_review_approve(server: LiveServer) -> None:
+    server.tools = [tool("add", POISONED), tool("subtract", "Subtracts two numbers.")]
+    tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
+    assert tenant
+    t = ["--tenant", tenant[1]]
+    added = run("mcp", "add", "srv", *t, "--url", server.url, "--bearer-token-env", "SRV_TOKEN")
+    counts = "2 created, 0 updated, 0 unchanged, 0 removed, 1 held"
+    assert f"synced: 2 tools in 1 pages ({counts})" in added
+    assert server.headers[-1]["authorization"] == "Bearer tok-cli-secret-123456"
+    listed = run("mcp", "list", *t)
+    assert "healthy" in listed
+    assert "tok-cli-secret" not in listed + added
+    review = run("mcp", "review", *t)
+    digest = re.search(r"hash ([0-9a-f]{64})", review)
+    assert digest, review
+    assert "secrets in description" in review
+    stale = run("mcp", "approve", "srv_add", *t, "--hash", "0" * 64, code=2)
+    assert "definition changed" in stale
+    assert "approved" in run("mcp", "approve", "srv_add", *t, "--hash", digest[1])
+    assert "nothing to review" in run("mcp", "review", *t)
+    assert "2 unchanged" in run("mcp", "sync", "srv", *t)
+    server.stop()
+    assert "sync failed" in run("mcp", "sync", "srv", *t, code=1)
+
+
+@pytest.mark.usefixtures("env")
+def test_a_token_is_never_an_argument() -> None:
+    tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
+    assert tenant
+    missing = run(
+        "mcp",
+        "add",
+        "srv",
+        "--tenant",
+        tenant[1],
+        "--url",
+        "https://e.com/mcp",
+        "--bearer-token-env",
+        "NOT_SET_ANYWHERE",
+        code=2,
+    )
+    assert "NOT_SET_ANYWHERE is not set" in missing
