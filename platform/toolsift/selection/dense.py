@@ -16,11 +16,12 @@ from typing import Any
 from uuid import UUID
 
 from sqlalchemy import text
-from sqlalchemy.orm import Session
 
-_SCORE = text(
+# The nearest vectors of a model, with what the budget needs of each tool.
+SCORE_ENTRIES = text(
     """
-    SELECT e.tool_id, e.embedding <=> CAST(:query AS vector) AS distance
+    SELECT e.tool_id, e.embedding <=> CAST(:query AS vector) AS distance,
+           t.name, t.position, t.token_cost, t.core
     FROM tool_embeddings e
     JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id AND t.deleted_at IS NULL
     WHERE e.tenant_id = :tenant_id AND e.model = :model
@@ -29,17 +30,18 @@ _SCORE = text(
     """
 )
 
-# Live tools the caller may see (RLS) without a vector of the served model.
-_MISSING = text(
+# Live tools the caller may see (RLS) without a vector of the tenant's served model.
+MISSING_SERVED = text(
     """
     SELECT count(*) FROM tools t
     WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL AND NOT EXISTS (
         SELECT 1 FROM tool_embeddings e
-        WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model)
+        WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id
+          AND e.model = (SELECT embedding_model FROM tenants WHERE id = :tenant_id))
     """
 )
 
-_TENANT = text("SELECT embedding_model, settings FROM tenants WHERE id = :tenant_id")
+TENANT = text("SELECT embedding_model, settings FROM tenants WHERE id = :tenant_id")
 
 
 @dataclass(frozen=True)
@@ -67,32 +69,6 @@ class Fusion:
             ):
                 values[name] = float(value)
         return cls(**values)
-
-
-@dataclass(frozen=True)
-class Near:
-    tool_id: UUID
-    distance: float
-
-
-def tenant_embedding(session: Session, tenant_id: UUID) -> tuple[str | None, dict[str, Any]]:
-    """The tenant's served model and its settings."""
-    row = session.execute(_TENANT, {"tenant_id": tenant_id}).one()
-    return row.embedding_model, dict(row.settings or {})
-
-
-def score(
-    session: Session, tenant_id: UUID, model: str, vector: Sequence[float], *, limit: int
-) -> list[Near]:
-    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    rows = session.execute(
-        _SCORE, {"tenant_id": tenant_id, "model": model, "query": literal, "limit": limit}
-    )
-    return [Near(tool_id, float(d)) for tool_id, d in rows]
-
-
-def missing(session: Session, tenant_id: UUID, model: str | None) -> int:
-    return int(session.execute(_MISSING, {"tenant_id": tenant_id, "model": model}).scalar_one())
 
 
 def fuse(bm25_ids: Sequence[UUID], dense_ids: Sequence[UUID], fusion: Fusion) -> dict[UUID, float]:
