@@ -13,14 +13,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 from sqlalchemy import text
 
 # The nearest vectors of a model, with what the budget needs of each tool.
 SCORE_ENTRIES = text(
     """
-    SELECT e.tool_id, e.embedding <=> CAST(:query AS vector) AS distance,
+    SELECT e.tool_id::text, e.embedding <=> CAST(:query AS vector) AS distance,
            t.name, t.position, t.token_cost, t.core
     FROM tool_embeddings e
     JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id AND t.deleted_at IS NULL
@@ -71,9 +70,9 @@ class Fusion:
         return cls(**values)
 
 
-def fuse(bm25_ids: Sequence[UUID], dense_ids: Sequence[UUID], fusion: Fusion) -> dict[UUID, float]:
+def fuse(bm25_ids: Sequence[str], dense_ids: Sequence[str], fusion: Fusion) -> dict[str, float]:
     """RRF: weight / (k + rank) summed over the lists a tool appears in."""
-    fused: dict[UUID, float] = {}
+    fused: dict[str, float] = {}
     for weight, ids in ((fusion.bm25_weight, bm25_ids), (fusion.dense_weight, dense_ids)):
         for rank, tool_id in enumerate(ids, start=1):
             fused[tool_id] = fused.get(tool_id, 0.0) + weight / (fusion.k + rank)

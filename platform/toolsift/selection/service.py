@@ -53,18 +53,17 @@ _APPLY_ROLES = text(
 class Entry(NamedTuple):
     """What the budget needs of a tool; full definitions are read for the winners only."""
 
-    id: UUID
+    id: str
     name: str
     position: int
     token_cost: int
     core: bool
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
     """One candidate after fusion, with the ranks of each component (None: not ranked)."""
 
-    tool_id: UUID
+    tool_id: str
     score: float
     terms: list[str]
     bm25_rank: int | None
@@ -209,13 +208,14 @@ class SelectionService:
         if admit is not None:
             admit(principal)
 
-        entries: dict[UUID, Entry] = {}
-        lexical: list[bm25.Scored] = []
-        for tool_id, score, terms, *entry in lexical_rows or ():
-            lexical.append(bm25.Scored(tool_id, float(score), list(terms)))
+        entries: dict[str, Entry] = {}
+        # (tool id, score, matched terms), best first, as the statement ordered them.
+        lexical: list[tuple[str, float, list[str]]] = []
+        for tool_id, score, terms, *entry in lexical_rows.fetchall() if lexical_rows else ():
+            lexical.append((tool_id, score, terms))
             entries[tool_id] = Entry(tool_id, *entry)
         fusion = dense.Fusion()
-        near: list[tuple[UUID, float]] = []
+        near: list[tuple[str, float]] = []
         missing: int | None = None
         if tenant is not None and missing_rows is not None:
             model, tenant_settings = tenant.fetchone() or (None, {})
@@ -224,11 +224,11 @@ class SelectionService:
             missing = int(missing_rows.fetchone()[0])  # type: ignore[index]
             # Vectors of another model than the tenant serves never mix in (a switch is on).
             if dense_rows is not None and embedder is not None and model == embedder.model:
-                for tool_id, distance, *entry in dense_rows:
+                for tool_id, distance, *entry in dense_rows.fetchall():
                     near.append((tool_id, float(distance)))
                     entries.setdefault(tool_id, Entry(tool_id, *entry))
-        for row in entry_rows:
-            entries.setdefault(row[0], Entry(*row))
+        for entry_row in entry_rows.fetchall():
+            entries.setdefault(entry_row[0], Entry(*entry_row))
 
         ranked = self._rank(request.mode, lexical, near, fusion, entries)
         picks, candidates = self._fill(request, entries, ranked, used, debug=request.debug)
@@ -308,19 +308,20 @@ class SelectionService:
     def _rank(
         self,
         mode: str,
-        lexical: list[bm25.Scored],
-        near: list[tuple[UUID, float]],
+        lexical: list[tuple[str, float, list[str]]],
+        near: list[tuple[str, float]],
         fusion: dense.Fusion,
-        entries: dict[UUID, Entry],
+        entries: dict[str, Entry],
     ) -> list[Ranked]:
         """One ranked list for the mode; ties go to registry position, for determinism."""
-        bm25_ranks = {s.tool_id: rank for rank, s in enumerate(lexical, start=1)}
-        dense_ranks = {tool_id: rank for rank, (tool_id, _) in enumerate(near, start=1)}
-        terms = {s.tool_id: s.terms for s in lexical}
         if mode == "bm25":
-            scores = {s.tool_id: s.score for s in lexical}
-        elif mode == "dense":
-            scores = {tool_id: 1.0 - distance for tool_id, distance in near}
+            # Already in this order (score descending, then position) from the statement.
+            return [Ranked(i, s, t, rank, None) for rank, (i, s, t) in enumerate(lexical, 1)]
+        bm25_ranks = {i: rank for rank, (i, _, _) in enumerate(lexical, start=1)}
+        dense_ranks = {i: rank for rank, (i, _) in enumerate(near, start=1)}
+        terms = {i: t for i, _, t in lexical}
+        if mode == "dense":
+            scores = {i: 1.0 - distance for i, distance in near}
         else:
             scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion)
         far = 2**63
@@ -334,11 +335,11 @@ class SelectionService:
         ]
 
     def _definitions(
-        self, conn: statements.Connection, tenant_id: UUID, ids: list[UUID], fmt: Format
-    ) -> dict[UUID, dict[str, Any]]:
+        self, conn: statements.Connection, tenant_id: UUID, ids: list[str], fmt: Format
+    ) -> dict[str, dict[str, Any]]:
         if not ids:
             return {}
-        rows = conn.execute(statements.DEFINITIONS, {"tenant_id": tenant_id, "ids": ids})
+        rows = conn.execute(statements.DEFINITIONS, {"tenant_id": tenant_id, "ids": ids}).fetchall()
         return {
             row[0]: render(
                 Tool(name=row[1], title=row[2], description=row[3], input_schema=row[4]), fmt
@@ -349,7 +350,7 @@ class SelectionService:
     def _fill(
         self,
         request: SelectRequest,
-        tools: dict[UUID, Entry],
+        tools: dict[str, Entry],
         ranked: list[Ranked],
         used: list[str],
         *,

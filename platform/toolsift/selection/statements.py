@@ -47,11 +47,13 @@ APPLY_ROLES = """
     WHERE r.tenant_id = %(tenant_id)s AND r.name = ANY(%(roles)s::text[])
 """
 
+# Tool ids travel as text on this path: hashed and compared a few hundred times per select,
+# a str is several times cheaper than a uuid.UUID.
 _ENTRY = "t.name, t.position, t.token_cost, t.core"
 # BM25 as scored by `bm25.score`, with what the budget needs of each tool. The join only adds
 # columns (postings exist for live tools only); the order is the statement's own.
 BM25 = f"""
-    SELECT s.tool_id, s.score, s.terms, {_ENTRY}
+    SELECT s.tool_id::text, s.score, s.terms, {_ENTRY}
     FROM ({compiled(bm25._SCORE)}) s
     JOIN tools t ON t.tenant_id = %(tenant_id)s AND t.id = s.tool_id AND t.deleted_at IS NULL
     ORDER BY s.score DESC, s.position
@@ -64,12 +66,12 @@ TENANT = compiled(dense.TENANT)
 _LIVE = "t.tenant_id = %(tenant_id)s AND t.deleted_at IS NULL"
 _USED = "t.name = ANY(%(names)s::text[])"
 ENTRIES = f"""
-    SELECT t.id, {_ENTRY} FROM tools t WHERE {_LIVE} AND t.core
-    UNION SELECT t.id, {_ENTRY} FROM tools t WHERE {_LIVE} AND {_USED}
+    SELECT t.id::text, {_ENTRY} FROM tools t WHERE {_LIVE} AND t.core
+    UNION SELECT t.id::text, {_ENTRY} FROM tools t WHERE {_LIVE} AND {_USED}
 """  # noqa: S608 - built from constants, values are bound
 
 DEFINITIONS = """
-    SELECT id, name, title, description, input_schema FROM tools
+    SELECT id::text, name, title, description, input_schema FROM tools
     WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s::uuid[])
 """
 
@@ -87,7 +89,7 @@ class LogRow:
     query: str
     k: int
     budget_tokens: int
-    tool_ids: Sequence[UUID]
+    tool_ids: Sequence[str]
     tool_names: Sequence[str]
     details: list[dict[str, Any]]
     candidate_count: int
