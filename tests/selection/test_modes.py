@@ -6,6 +6,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.fixtures.factories import Caller, agent_key, embed_pending, tool_body
 from toolsift.db import Database
@@ -126,3 +127,18 @@ class TestComponentRanks:
             {"name": "order_status", "reason": "ranked", "bm25_rank": 1, "dense_rank": 1}
         ]
         assert candidate_count == len(body["candidates"])
+
+
+class TestQueryEmbeddingCache:
+    def test_the_api_process_embeds_a_text_once(
+        self, meaning_catalog: Caller, client: TestClient
+    ) -> None:
+        first = meaning_catalog.ok(meaning_catalog.select(QUERY, k=1, debug=True))
+        embedder = client.app.state.query_embedder  # type: ignore[attr-defined]
+        before = embedder.stats()
+        again = meaning_catalog.ok(meaning_catalog.select(QUERY, k=1, debug=True))
+        after = embedder.stats()
+        assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+        assert again["candidates"] == first["candidates"]
+        meaning_catalog.ok(meaning_catalog.select(QUERY + " now", k=1))
+        assert embedder.stats().misses == before.misses + 1

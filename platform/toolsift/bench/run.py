@@ -290,6 +290,9 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
                 database, group.work, max_queries=sampled, warmup=min(20, sampled // 2)
             )
             entry["inprocess"] = layers.as_dict()
+            if any(m != "bm25" for m in options.modes):
+                log(f"{group.label}: query embedding in-process, uncached")
+                entry["embed_ms"] = inprocess.embed_cost(group.work, max_queries=sampled)
             log(f"{group.label}: bm25s baseline")
             work = _indexes(group)
             base = baseline.run(

@@ -1,9 +1,10 @@
 """Dense scores: pgvector cosine distance over the vectors the caller may see, and fusion.
 
-Exact search, not HNSW (DESIGN.md section 4): under RLS an HNSW `ORDER BY` filters after the
-index walk, so a small tenant gets too few rows without iterative scans, one global graph is
-walked for every tenant, and prepared generic plans ignore HNSW anyway. With the primary key
-on (tenant_id, ...) the planner reads only this tenant's rows: 100% recall, a few ms at 1k.
+Exact search, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py`):
+at 1,000 tools the planner keeps exact search even with an index; at 10,000 HNSW is about
+9x faster but, under RLS, returns a third of the rows without iterative scans and misses
+5-12% of the top 100 with them. With the primary key on (tenant_id, ...) the planner reads
+only this tenant's rows: recall 1.
 The RESTRICTIVE permission policy on `tool_embeddings` drops forbidden vectors first.
 """
 
