@@ -1,5 +1,9 @@
 """A what-if `SelectionService.select` for measuring proposals, not for production.
 
+Historical: it measured the ORM path before migration 0006. HTTP now goes through
+`SelectionService.serve`, which this does not replace, so `whatif_app.py` only changes the
+in-process figures today (docs/benchmarks.md, "What-if measurements").
+
 Less work per turn. Same tools and tokens as the service on 1,700 benchmark queries at a
 4,000-token budget; at 600 tokens 3 of 850 differ, where 25 candidates run out before k fit:
 

@@ -7,8 +7,10 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 from .config import APP_ROLE, normalise_database_url
@@ -64,6 +66,29 @@ class Database:
         info = {"tenant_id": tenant_id, "permissions": _encode(permissions)}
         with self.sessions(info=info) as session, session.begin():
             yield session
+
+    @contextmanager
+    def pipelined(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction on a pooled driver connection, whose statements queue in a pipeline
+        until a result is read: the select hot path's unit of work.
+
+        No tenant is set here: the first statement must scope the transaction itself
+        (`toolsift_agent_scope`). Commits on success, rolls back on error, like
+        `unit_of_work`; a lost connection leaves the pool and reads as the ORM's error.
+        """
+        pooled = self.engine.raw_connection()
+        try:
+            conn = pooled.driver_connection
+            assert isinstance(conn, psycopg.Connection)
+            with conn.pipeline(), conn.transaction():
+                yield conn
+        except psycopg.OperationalError as error:
+            pooled.invalidate(error)
+            raise OperationalError(
+                "select pipeline", None, error, connection_invalidated=True
+            ) from error
+        finally:
+            pooled.close()
 
     def dispose(self) -> None:
         self.engine.dispose()

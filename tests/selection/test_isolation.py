@@ -29,6 +29,8 @@ from tests.fixtures.factories import (
 )
 from toolsift.db import Database
 
+from .conftest import embedded
+
 REFUND = "refund the payment of this order"
 SHIPPING = "where is my order shipping status"
 QUERIES = [
@@ -112,12 +114,15 @@ def support_only(admin: Caller, catalog: dict[str, Any]) -> Caller:
 
 
 class TestOtherTenantsTools:
-    def test_never_selected_nor_candidates(self, acme: Tenant, globex: Tenant) -> None:
+    def test_never_selected_nor_candidates(
+        self, acme: Tenant, globex: Tenant, database: Database, mode: str
+    ) -> None:
+        embedded(database, mode, acme.admin.tenant_id, globex.admin.tenant_id)
         for me, other in ((acme, globex), (globex, acme)):
             own = {*CATALOG_NAMES, *(me.prefix + n for n in CATALOG_NAMES)}
             for query in [*QUERIES, f"{other.prefix}issue_refund {other.prefix}order_status"]:
                 for fmt in FORMATS:
-                    body = _debug(me.agent, query, format=fmt, budget_tokens=200_000)
+                    body = _debug(me.agent, query, format=fmt, budget_tokens=200_000, mode=mode)
                     names, candidates = _names(body), _candidate_names(body)
                     assert candidates, f"{query!r} matched nothing: the check below is empty"
                     assert set(names) <= own
@@ -185,13 +190,18 @@ class TestOtherTenantsTools:
 
 
 class TestOtherTenantsVolume:
+    # BM25 only: its statistics are what another tenant's writes could move. A cosine distance
+    # reads one vector and the query, and hybrid fuses those two ranks; both modes' isolation
+    # is checked above. (A thousand more tools cost about 25 s per mode here.)
     def test_a_thousand_tools_elsewhere_leave_scores_bit_identical(
         self, acme: Tenant, globex: Tenant
     ) -> None:
+        mode = "bm25"
+
         def snapshot(tenant: Tenant) -> list[tuple[list[str], Any]]:
             out = []
             for query in QUERIES:
-                body = _debug(tenant.agent, query, budget_tokens=200_000)
+                body = _debug(tenant.agent, query, budget_tokens=200_000, mode=mode)
                 out.append((_names(body), _scores(body)))
             return out
 
@@ -402,18 +412,24 @@ def _during_response(
 
 class TestChangesApplyAtOnce:
     def test_revoked_permission_is_gone_at_the_next_select(
-        self, admin: Caller, catalog: dict[str, Any], support_agent: Caller
+        self,
+        admin: Caller,
+        catalog: dict[str, Any],
+        support_agent: Caller,
+        database: Database,
+        mode: str,
     ) -> None:
+        embedded(database, mode, admin.tenant_id)
         grant = f"/admin/v1/roles/{catalog['billing']}/permissions/billing.refund"
-        assert "issue_refund" in support_agent.names(REFUND, roles=["billing"])
+        assert "issue_refund" in support_agent.names(REFUND, roles=["billing"], mode=mode)
         admin.ok(admin.delete(grant))
-        assert "issue_refund" not in support_agent.names(REFUND, roles=["billing"])
-        assert "issue_refund" not in support_agent.names(REFUND)
+        assert "issue_refund" not in support_agent.names(REFUND, roles=["billing"], mode=mode)
+        assert "issue_refund" not in support_agent.names(REFUND, mode=mode)
         assert not support_agent.ok(support_agent.post("/v1/authorize", {"tool": "issue_refund"}))[
             "allowed"
         ]
         admin.ok(admin.put(grant))
-        assert "issue_refund" in support_agent.names(REFUND, roles=["billing"])
+        assert "issue_refund" in support_agent.names(REFUND, roles=["billing"], mode=mode)
 
     def test_revoked_key_is_refused_at_its_next_request(
         self, admin: Caller, support_agent: Caller
@@ -577,12 +593,21 @@ def _assert_nothing_named(response: Response, sent: Any) -> None:
 class TestForbiddenToolsLeaveNoTrace:
     @pytest.mark.parametrize("as_role", [None, ["support"]])
     def test_no_response_names_them(
-        self, as_role: list[str] | None, support_only: Caller, support_agent: Caller
+        self,
+        as_role: list[str] | None,
+        support_only: Caller,
+        support_agent: Caller,
+        admin: Caller,
+        database: Database,
+        mode: str,
     ) -> None:
         # A key granted only support, and a key that holds billing but acts as support.
         caller = support_only if as_role is None else support_agent
+        embedded(database, mode, admin.tenant_id)
         statuses: set[int] = set()
         for path, sent in _requests():
+            if path == "/v1/select":
+                sent = {"mode": mode, **sent}
             if as_role is not None:
                 if "billing" in sent.get("roles", ()):
                     continue  # granted to this key: not a forbidden probe for it
@@ -592,7 +617,9 @@ class TestForbiddenToolsLeaveNoTrace:
             _assert_nothing_named(response, sent)
         assert {200, 403, 422} <= statuses
         # Control: the same battery does surface them to a caller who may use them.
-        allowed = caller.ok(caller.select(REFUND, roles=["billing"])) if as_role else None
+        allowed = (
+            caller.ok(caller.select(REFUND, roles=["billing"], mode=mode)) if as_role else None
+        )
         assert allowed is None or "issue_refund" in json.dumps(allowed)
 
     def test_authorize_forbidden_and_unknown_read_the_same(self, support_only: Caller) -> None:

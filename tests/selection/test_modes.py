@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.fixtures.factories import Caller, agent_key, embed_pending, tool_body
 from toolsift.db import Database
@@ -10,6 +14,7 @@ from toolsift.lexical.analysis import TEXT_SEARCH_CONFIG
 
 QUERY = "cancel my subscription"
 END = ("end_membership", "Stop a recurring plan and its future charges")
+OwnerConn = psycopg.Connection[tuple[Any, ...]]
 
 
 def _stems(database: Database, text_: str) -> set[str]:
@@ -63,3 +68,77 @@ class TestModes:
         response = meaning_catalog.select(QUERY, mode="semantic")
         assert response.status_code == 422
         assert "mode" in response.text
+
+
+class TestFusionSettings:
+    @pytest.mark.parametrize(
+        ("fusion", "field"),
+        [
+            ({"k": 0}, "settings.fusion.k"),
+            ({"k": -5}, "settings.fusion.k"),
+            ({"k": "60"}, "settings.fusion.k"),
+            ({"k": True}, "settings.fusion.k"),
+            ({"bm25_weight": -1}, "settings.fusion.bm25_weight"),
+            ({"dense_weight": "heavy"}, "settings.fusion.dense_weight"),
+            ({"dense_wieght": 2}, "settings.fusion.dense_wieght"),
+            ("fast", "settings.fusion"),
+        ],
+    )
+    def test_a_bad_value_is_422_naming_it_and_changes_nothing(
+        self, admin: Caller, fusion: Any, field: str
+    ) -> None:
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"k": 30}}}))
+        response = admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion, "x": 1}})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == field
+        assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {"fusion": {"k": 30}}
+
+    def test_weights_steer_hybrid_and_other_settings_are_kept(
+        self, meaning_catalog: Caller, admin: Caller
+    ) -> None:
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"note": "kept"}}))
+        settings = {"fusion": {"bm25_weight": 0, "dense_weight": 1.0}}
+        stored = admin.ok(admin.patch("/admin/v1/tenant", {"settings": settings}))["settings"]
+        assert stored == {"note": "kept", **settings}
+        # Without BM25's weight the fused order is the dense order, whatever the words say.
+        query = "shipping status of an order"
+        dense = meaning_catalog.ok(meaning_catalog.select(query, mode="dense", k=3, debug=True))
+        hybrid = meaning_catalog.ok(meaning_catalog.select(query, k=3, debug=True))
+        assert [c["name"] for c in hybrid["candidates"]] == [c["name"] for c in dense["candidates"]]
+
+
+class TestComponentRanks:
+    def test_in_debug_output_and_in_the_log(
+        self, meaning_catalog: Caller, owner_conn: OwnerConn
+    ) -> None:
+        body = meaning_catalog.ok(
+            meaning_catalog.select("get the shipping status of an order", k=1, debug=True)
+        )
+        top = body["candidates"][0]
+        assert (top["name"], top["bm25_rank"], top["dense_rank"]) == ("order_status", 1, 1)
+        row = owner_conn.execute(
+            "SELECT mode, details, candidate_count FROM selection_logs WHERE id = %s",
+            (body["selection_id"],),
+        ).fetchone()
+        assert row is not None
+        mode, details, candidate_count = row
+        assert mode == "hybrid"
+        assert details == [
+            {"name": "order_status", "reason": "ranked", "bm25_rank": 1, "dense_rank": 1}
+        ]
+        assert candidate_count == len(body["candidates"])
+
+
+class TestQueryEmbeddingCache:
+    def test_the_api_process_embeds_a_text_once(
+        self, meaning_catalog: Caller, client: TestClient
+    ) -> None:
+        first = meaning_catalog.ok(meaning_catalog.select(QUERY, k=1, debug=True))
+        embedder = client.app.state.query_embedder  # type: ignore[attr-defined]
+        before = embedder.stats()
+        again = meaning_catalog.ok(meaning_catalog.select(QUERY, k=1, debug=True))
+        after = embedder.stats()
+        assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+        assert again["candidates"] == first["candidates"]
+        meaning_catalog.ok(meaning_catalog.select(QUERY + " now", k=1))
+        assert embedder.stats().misses == before.misses + 1

@@ -63,6 +63,39 @@ def _authenticate(session: Session, parsed: keys.ParsedKey, raw: str, pepper: st
     return Principal(parsed.tenant_id, parsed.key_id, row.scope, frozenset(row.roles))
 
 
+@dataclass(frozen=True)
+class AgentKey:
+    """An agent key as presented: parsed and hashed, not yet checked against the database.
+
+    The select hot path checks it in its own first statement (`toolsift_agent_scope`), in the
+    same transaction as the select, so a revoked key fails from the very next request.
+    """
+
+    tenant_id: UUID
+    key_id: UUID
+    key_hash: str
+
+
+def presented_key(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> AgentKey:
+    if credentials is None:
+        raise Unauthenticated("missing API key (Authorization: Bearer ...)")
+    parsed = keys.parse_key(credentials.credentials)
+    if parsed is None:
+        raise Unauthenticated("malformed API key")
+    key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
+    return AgentKey(parsed.tenant_id, parsed.key_id, key_hash)
+
+
+def admit(request: Request, principal: Principal) -> None:
+    """After authentication: the rate limit, and the caller for the access log."""
+    limiter = request.app.state.rate_limiter
+    if limiter is not None:
+        limiter.check(principal.key_id, principal.scope)
+    request.state.principal = principal
+
+
 def _context(
     request: Request, credentials: HTTPAuthorizationCredentials | None, scope: str
 ) -> Iterator[Context]:
@@ -79,12 +112,9 @@ def _context(
         )
         if principal.scope != scope:
             raise Forbidden(f"this endpoint needs an {scope} key")
-        limiter = request.app.state.rate_limiter
-        if limiter is not None:
-            limiter.check(principal.key_id, principal.scope)
+        admit(request, principal)
         if scope == "admin":
             audit.track(session, audit.Actor("key", principal.key_id))
-        request.state.principal = principal
         yield Context(principal, session)
 
 
@@ -104,3 +134,4 @@ def agent_context(
 # commit is a 5xx, never a 2xx for a write that did not happen.
 AdminContext = Annotated[Context, Depends(admin_context, scope="function")]
 AgentContext = Annotated[Context, Depends(agent_context, scope="function")]
+PresentedKey = Annotated[AgentKey, Depends(presented_key)]

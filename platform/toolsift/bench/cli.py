@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from .report import render
-from .run import Options, benchmark
+from .run import MODES, Options, benchmark
 from .synthetic import Sizes
 
 app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
@@ -46,11 +46,32 @@ def select_command(
     explain: Annotated[
         bool, typer.Option(help="Print EXPLAIN (ANALYZE, BUFFERS) of the scoring SQL.")
     ] = False,
+    modes: Annotated[
+        str,
+        typer.Option(
+            help="Select modes to measure over HTTP, comma separated (bm25, dense, hybrid); "
+            "any but bm25 embeds every catalog first."
+        ),
+    ] = "bm25",
+    baseline_ref: Annotated[
+        str | None,
+        typer.Option(
+            help="Also serve this git revision's API on the same database and measure it "
+            "interleaved with the current code (before/after ratios from one run)."
+        ),
+    ] = None,
 ) -> None:
     """Load 100 synthetic tenants into a private embedded stack, then measure POST /v1/select
     over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets."""
     if small_min > small_max:
         raise typer.BadParameter("--small-min must not exceed --small-max")
+    chosen = tuple(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
+    unknown = [m for m in chosen if m not in MODES]
+    if not chosen or unknown:
+        raise typer.BadParameter(
+            f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
+            param_hint="--modes",
+        )
     console = Console()
     options = Options(
         seed=seed,
@@ -67,6 +88,8 @@ def select_command(
             queries=queries,
         ),
         explain=explain,
+        modes=chosen,
+        baseline_ref=baseline_ref,
     )
     result = benchmark(options, log=lambda line: console.log(line))
     render(result, console)

@@ -33,12 +33,12 @@ class Job:
     target: str | None
 
 
-def job(agent_key: str, query: Query) -> Job:
+def job(agent_key: str, query: Query, mode: str = "bm25") -> Job:
     body = {
         "messages": [{"role": "user", "content": query.text}],
         "k": K,
         "budget_tokens": BUDGET_TOKENS,
-        "mode": "bm25",
+        "mode": mode,
     }
     return Job(f"Bearer {agent_key}", json.dumps(body).encode(), query.target)
 

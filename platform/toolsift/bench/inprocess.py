@@ -2,8 +2,9 @@
 
 * `score`: just `bm25.score`, the one SQL statement, inside a unit of work whose
   permissions are the agent's (RLS applies exactly as in production);
-* `service`: `selection.select` plus its transaction (begin, roles, score, tool rows,
-  catalog total, selection log, commit), i.e. everything except HTTP, JSON and auth.
+* `service`: `selection.select` plus its transaction (begin, the roles' scope, the pipelined
+  scores and tool rows, the log and definitions, commit), i.e. everything except HTTP, JSON
+  and the key check (which the HTTP path folds into its first pipeline).
 """
 
 from __future__ import annotations
@@ -93,3 +94,19 @@ def explain(database: Database, tenant: Tenant, query: Query) -> list[str]:
             },
         )
         return [str(row[0]) for row in rows]
+
+
+def embed_cost(work: list[tuple[Tenant, Query]], *, max_queries: int) -> dict[str, float]:
+    """ms to embed one query text with the default ONNX backend and no cache: what a hybrid
+    or dense select adds when the API process has not seen its text yet."""
+    from ..embedding.base import EmbeddingConfig, get_backend
+
+    backend = get_backend(EmbeddingConfig())
+    texts = list(dict.fromkeys(build_query(_request(q)) for _, q in work))[:max_queries]
+    backend.embed(texts[:5])  # the model loads once per process
+    times = []
+    for text_ in texts:
+        started = time.perf_counter()
+        backend.embed([text_])
+        times.append((time.perf_counter() - started) * 1000)
+    return Latency.of(times).as_dict()

@@ -128,3 +128,31 @@ def validation_cost(catalogs: list[Catalog], sample: int = 300) -> float:
     for body in dumped:
         ToolCreate.model_validate(body)
     return (time.perf_counter() - started) * 1000 / len(dumped)
+
+
+def embed_all(database: Database, tenants: list[Tenant], chunk: int = 512) -> tuple[float, int]:
+    """Embed every tenant's pending outbox jobs in-process with the default ONNX model.
+
+    What the workers would do, done before measuring so dense and hybrid see every vector
+    (and the served model switched). Returns (seconds, tools embedded).
+    """
+    from sqlalchemy import text
+
+    from ..embedding.base import EmbeddingConfig, get_backend
+    from ..embedding.service import embed_jobs
+
+    backend = get_backend(EmbeddingConfig(embedding_threads=2))
+    started = time.perf_counter()
+    embedded = 0
+    for tenant in tenants:
+        with database.unit_of_work(tenant.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            jobs = list(
+                session.scalars(
+                    text("SELECT id FROM outbox WHERE tenant_id = :t ORDER BY created_at, id"),
+                    {"t": tenant.tenant_id},
+                )
+            )
+        for first in range(0, len(jobs), chunk):
+            result = embed_jobs(database, backend, tenant.tenant_id, jobs[first : first + chunk])
+            embedded += result.embedded
+    return time.perf_counter() - started, embedded

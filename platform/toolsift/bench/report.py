@@ -74,6 +74,10 @@ def render(result: dict[str, Any], console: Console) -> None:
     console.print()
     console.print(http)
 
+    runs = [(g, r) for g in result["groups"] for r in g.get("runs", [])]
+    if len(runs) > len(result["groups"]):
+        _runs_table(result, runs, console)
+
     layers = Table(title="Where the time goes, p50 ms per select (unloaded)", title_justify="left")
     for column in (
         "catalog",
@@ -153,3 +157,64 @@ def render(result: dict[str, Any], console: Console) -> None:
             )
             console.out("\n".join(g["explain"]["plan"]), highlight=False)
     console.print(f"\nwhole run: {result['seconds']:.0f} s")
+
+
+def _runs_table(
+    result: dict[str, Any], runs: list[tuple[dict[str, Any], dict[str, Any]]], console: Console
+) -> None:
+    """Every server and mode measured, interleaved in this run; ratios against the baseline."""
+    o = result["options"]
+    baseline = result.get("baseline")
+    title = f"POST /v1/select by mode (k={K}, budget {BUDGET_TOKENS})"
+    if baseline:
+        title += f"; baseline = {baseline['ref']} ({baseline['commit'][:10]}), same run"
+    table = Table(title=title, title_justify="left")
+    for column in (
+        "catalog",
+        "server",
+        "mode",
+        f"selects/s ({o['concurrency']} clients)",
+        f"p50 ms ({o['concurrency']})",
+        "p50 ms (1 client)",
+        "p95 ms (1 client)",
+        "errors",
+        "CPU ms/select: api",
+        "postgres",
+        "throughput vs baseline",
+        "p50 (1 client) vs baseline",
+    ):
+        table.add_column(
+            column, justify="left" if column in ("catalog", "server", "mode") else "right"
+        )
+    index = {(g["key"], r["server"], r["mode"]): r for g, r in runs}
+    for g, r in runs:
+        h, c1 = r["http"], r["http_c1"]
+        base = index.get((g["key"], "baseline", r["mode"]))
+        speedup = slower = None
+        if base is not None and r["server"] != "baseline":
+            if base["http"]["selects_per_second"]:
+                speedup = h["selects_per_second"] / base["http"]["selects_per_second"]
+            if c1["latency_ms"]["p50"]:
+                slower = base["http_c1"]["latency_ms"]["p50"] / c1["latency_ms"]["p50"]
+        cpu = h["cpu_ms_per_select"]
+        table.add_row(
+            g["label"], r["server"], r["mode"], _rate(h["selects_per_second"]),
+            _ms(h["latency_ms"]["p50"]), _ms(c1["latency_ms"]["p50"]),
+            _ms(c1["latency_ms"]["p95"]), str(h["errors"] + c1["errors"]),
+            _ms(cpu.get("api")), _ms(cpu.get("postgres")),
+            _ratio(speedup), _ratio(slower),
+        )  # fmt: skip
+    console.print()
+    console.print(table)
+    console.print(
+        "vs baseline: throughput current/baseline, and p50 baseline/current (both > 1 when "
+        "the current code is faster). Dense and hybrid embed the query in the API process, "
+        "cached by text; the queries repeat, so after their first pass they are cache hits."
+    )
+    for g in result["groups"]:
+        if "embed_ms" in g:
+            e = g["embed_ms"]
+            console.print(
+                f"{g['label']}: one query embedded uncached (ONNX, in-process, after the HTTP "
+                f"runs): p50 {_ms(e['p50'])} ms, p95 {_ms(e['p95'])} ms"
+            )

@@ -7,9 +7,12 @@ a result: targets are thresholds, PASS/FAIL is decided on what this run measured
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import platform
 import random
+import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,7 +26,7 @@ from sqlalchemy import text
 
 from ..db import Database
 from . import baseline, httpload, inprocess
-from .load import Tenant, analyze, load_all, validation_cost
+from .load import Tenant, analyze, embed_all, load_all, validation_cost
 from .stack import ApiServer, postmaster_pid, sigterm_as_interrupt, start_database
 from .stats import CpuMeter
 from .synthetic import Catalog, Query, Sizes, generate
@@ -36,7 +39,10 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
     ("big", "throughput", 500.0),
     ("huge", "throughput", 500.0),
     ("mix", "throughput", 500.0),
+    ("big", "hybrid p50", 15.0),
 )
+MODES = ("bm25", "dense", "hybrid")
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,10 @@ class Options:
     workers: int = 2
     sizes: Sizes = field(default_factory=Sizes)
     explain: bool = False
+    #: Select modes measured over HTTP; the in-process layers and bm25s are BM25 only.
+    modes: tuple[str, ...] = ("bm25",)
+    #: A git revision whose API is served on the same database and measured alongside.
+    baseline_ref: str | None = None
 
 
 @dataclass
@@ -125,18 +135,26 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         group = by_key.get(key)
         if group is None:
             continue
-        runs = [("loaded", group["http"])]
-        if metric == "p50":
-            runs.append(("unloaded", group["http_c1"]))
+        loaded, single = group["http"], group["http_c1"]
+        mode = "bm25"
+        if metric.startswith("hybrid"):
+            mode = "hybrid"
+            found = [r for r in group["runs"] if r["server"] == "current" and r["mode"] == mode]
+            if not found:
+                continue
+            loaded, single = found[0]["http"], found[0]["http_c1"]
+        runs = [("loaded", loaded)]
+        if metric.endswith("p50"):
+            runs.append(("unloaded", single))
         for run_name, run in runs:
-            if metric == "p50":
+            if metric.endswith("p50"):
                 value = run["latency_ms"]["p50"]
                 passed = value < limit
-                name = f"p50 < {limit:g} ms at {group['tools']:,} tools"
+                name = f"{mode} p50 < {limit:g} ms at {group['tools']:,} tools"
             else:
                 value = run["selects_per_second"]
                 passed = value >= limit
-                name = f">= {limit:g} selects/s, {group['label']}"
+                name = f">= {limit:g} {mode} selects/s, {group['label']}"
             verdicts.append(
                 {
                     "target": name,
@@ -146,6 +164,21 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return verdicts
+
+
+def baseline_source(ref: str, work_dir: Path) -> tuple[Path, str]:
+    """`platform/` of a git revision of this repository, to serve as the baseline API."""
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "platform"], check=True, capture_output=True
+    ).stdout
+    target = work_dir / "baseline"
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target / "platform", commit
 
 
 def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
@@ -183,43 +216,73 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
             "validate_ms_per_tool": load.validate_ms_per_tool,
         }
         log(f"loaded {load.tools:,} tools at {load.tools_per_second:,.0f} tools/s")
+        if any(m != "bm25" for m in options.modes):
+            seconds, embedded = embed_all(database, tenants)
+            result["load"]["embed_seconds"] = seconds
+            result["load"]["embedded"] = embedded
+            log(f"embedded {embedded:,} tools in {seconds:.0f} s (ONNX, in-process)")
 
         api = ApiServer(url, workers=options.workers, pepper=PEPPER, work_dir=work_dir)
         stack.callback(api.stop)
         api.start()
         log(f"API up at {api.url} ({options.workers} uvicorn workers)")
+        servers = [("current", api)]
+        if options.baseline_ref:
+            source, commit = baseline_source(options.baseline_ref, work_dir)
+            result["baseline"] = {"ref": options.baseline_ref, "commit": commit}
+            base_dir = work_dir / "baseline-api"
+            base_dir.mkdir()
+            base_api = ApiServer(
+                url, workers=options.workers, pepper=PEPPER, work_dir=base_dir, app_dir=source
+            )
+            stack.callback(base_api.stop)
+            base_api.start()
+            log(f"baseline API ({options.baseline_ref} = {commit[:10]}) up at {base_api.url}")
+            servers.append(("baseline", base_api))
         pg_pid = postmaster_pid(server)
-        meter = CpuMeter(
-            {
-                "api": (api.pids(), True),
-                "postgres": ([pg_pid] if pg_pid else [], True),
-                "load generator": ([os.getpid()], False),
-            }
-        )
         result["groups"] = []
         for group in groups(tenants, options.seed):
-            jobs = [httpload.job(t.agent_key, q) for t, q in group.work]
-            log(f"{group.label}: HTTP, concurrency {options.concurrency}")
-            loaded = httpload.run(
-                api.url, jobs, concurrency=options.concurrency, duration=options.duration,
-                max_requests=options.max_requests, warmup=warmup, meter=meter,
-            )  # fmt: skip
-            log(f"{group.label}: HTTP, concurrency 1")
-            single = httpload.run(
-                api.url, jobs, concurrency=1, duration=unloaded,
-                max_requests=options.max_requests, warmup=0.2, judge=True,
-            )  # fmt: skip
+            runs: list[dict[str, Any]] = []
+            for mode in options.modes:
+                jobs = [httpload.job(t.agent_key, q, mode) for t, q in group.work]
+                measured: dict[str, dict[str, Any]] = {name: {} for name, _ in servers}
+                # Interleaved, so both servers see the same machine load, as far as it goes.
+                for concurrency in (options.concurrency, 1):
+                    for name, target in servers:
+                        log(f"{group.label}: {name} {mode} over HTTP, concurrency {concurrency}")
+                        meter = CpuMeter(
+                            {
+                                "api": (target.pids(), True),
+                                "postgres": ([pg_pid] if pg_pid else [], True),
+                                "load generator": ([os.getpid()], False),
+                            }
+                        )
+                        loaded = concurrency > 1
+                        run = httpload.run(
+                            target.url, jobs, concurrency=concurrency,
+                            duration=options.duration if loaded else unloaded,
+                            max_requests=options.max_requests,
+                            warmup=warmup if loaded else 0.2,
+                            meter=meter if loaded else None, judge=not loaded,
+                        )  # fmt: skip
+                        measured[name]["http" if loaded else "http_c1"] = run.as_dict()
+                runs += [{"server": name, "mode": mode, **measured[name]} for name, _ in servers]
+            current_bm25 = next(
+                (r for r in runs if r["server"] == "current" and r["mode"] == "bm25"), runs[0]
+            )
             result["groups"].append(
                 {
                     "key": group.key,
                     "label": group.label,
                     "tools": group.tools,
                     "queries": len(group.work),
-                    "http": loaded.as_dict(),
-                    "http_c1": single.as_dict(),
+                    "http": current_bm25["http"],
+                    "http_c1": current_bm25["http_c1"],
+                    "runs": runs,
                 }
             )
-        api.stop()  # the in-process layers and bm25s get the cores to themselves
+        for _, target in servers:
+            target.stop()  # the in-process layers and bm25s get the cores to themselves
 
         for group, entry in zip(groups(tenants, options.seed), result["groups"], strict=True):
             log(f"{group.label}: in-process SQL and service layers")
@@ -227,6 +290,9 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
                 database, group.work, max_queries=sampled, warmup=min(20, sampled // 2)
             )
             entry["inprocess"] = layers.as_dict()
+            if any(m != "bm25" for m in options.modes):
+                log(f"{group.label}: query embedding in-process, uncached")
+                entry["embed_ms"] = inprocess.embed_cost(group.work, max_queries=sampled)
             log(f"{group.label}: bm25s baseline")
             work = _indexes(group)
             base = baseline.run(

@@ -1,9 +1,10 @@
 """Dense scores: pgvector cosine distance over the vectors the caller may see, and fusion.
 
-Exact search, not HNSW (DESIGN.md section 4): under RLS an HNSW `ORDER BY` filters after the
-index walk, so a small tenant gets too few rows without iterative scans, one global graph is
-walked for every tenant, and prepared generic plans ignore HNSW anyway. With the primary key
-on (tenant_id, ...) the planner reads only this tenant's rows: 100% recall, a few ms at 1k.
+Exact search, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py`):
+at 1,000 tools the planner keeps exact search even with an index; at 10,000 HNSW is about
+9x faster but, under RLS, returns a third of the rows without iterative scans and misses
+5-12% of the top 100 with them. With the primary key on (tenant_id, ...) the planner reads
+only this tenant's rows: recall 1.
 The RESTRICTIVE permission policy on `tool_embeddings` drops forbidden vectors first.
 """
 
@@ -13,14 +14,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 from sqlalchemy import text
-from sqlalchemy.orm import Session
 
-_SCORE = text(
+# The nearest vectors of a model, with what the budget needs of each tool.
+SCORE_ENTRIES = text(
     """
-    SELECT e.tool_id, e.embedding <=> CAST(:query AS vector) AS distance
+    SELECT e.tool_id::text, e.embedding <=> CAST(:query AS vector) AS distance,
+           t.name, t.position, t.token_cost, t.core
     FROM tool_embeddings e
     JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id AND t.deleted_at IS NULL
     WHERE e.tenant_id = :tenant_id AND e.model = :model
@@ -29,17 +30,18 @@ _SCORE = text(
     """
 )
 
-# Live tools the caller may see (RLS) without a vector of the served model.
-_MISSING = text(
+# Live tools the caller may see (RLS) without a vector of the tenant's served model.
+MISSING_SERVED = text(
     """
     SELECT count(*) FROM tools t
     WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL AND NOT EXISTS (
         SELECT 1 FROM tool_embeddings e
-        WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model)
+        WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id
+          AND e.model = (SELECT embedding_model FROM tenants WHERE id = :tenant_id))
     """
 )
 
-_TENANT = text("SELECT embedding_model, settings FROM tenants WHERE id = :tenant_id")
+TENANT = text("SELECT embedding_model, settings FROM tenants WHERE id = :tenant_id")
 
 
 @dataclass(frozen=True)
@@ -69,35 +71,9 @@ class Fusion:
         return cls(**values)
 
 
-@dataclass(frozen=True)
-class Near:
-    tool_id: UUID
-    distance: float
-
-
-def tenant_embedding(session: Session, tenant_id: UUID) -> tuple[str | None, dict[str, Any]]:
-    """The tenant's served model and its settings."""
-    row = session.execute(_TENANT, {"tenant_id": tenant_id}).one()
-    return row.embedding_model, dict(row.settings or {})
-
-
-def score(
-    session: Session, tenant_id: UUID, model: str, vector: Sequence[float], *, limit: int
-) -> list[Near]:
-    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    rows = session.execute(
-        _SCORE, {"tenant_id": tenant_id, "model": model, "query": literal, "limit": limit}
-    )
-    return [Near(tool_id, float(d)) for tool_id, d in rows]
-
-
-def missing(session: Session, tenant_id: UUID, model: str | None) -> int:
-    return int(session.execute(_MISSING, {"tenant_id": tenant_id, "model": model}).scalar_one())
-
-
-def fuse(bm25_ids: Sequence[UUID], dense_ids: Sequence[UUID], fusion: Fusion) -> dict[UUID, float]:
+def fuse(bm25_ids: Sequence[str], dense_ids: Sequence[str], fusion: Fusion) -> dict[str, float]:
     """RRF: weight / (k + rank) summed over the lists a tool appears in."""
-    fused: dict[UUID, float] = {}
+    fused: dict[str, float] = {}
     for weight, ids in ((fusion.bm25_weight, bm25_ids), (fusion.dense_weight, dense_ids)):
         for rank, tool_id in enumerate(ids, start=1):
             fused[tool_id] = fused.get(tool_id, 0.0) + weight / (fusion.k + rank)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import threading
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from ..auth.deps import AgentContext
+from ..auth.deps import AgentContext, PresentedKey, admit
 from ..embedding.base import EmbeddingBackend, get_backend
 from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
@@ -33,7 +33,7 @@ def query_embedder(request: Request) -> EmbeddingBackend | None:
 
 
 @router.post("/select", response_model=SelectResponse, response_model_exclude_none=True)
-def select_tools(data: SelectRequest, ctx: AgentContext, request: Request) -> SelectResponse:
+def select_tools(data: SelectRequest, key: PresentedKey, request: Request) -> Response:
     """Pick the tools for this turn among those the caller may use, within the budget.
 
     Core tools come first, then the rest in fixed registry order, so the prompt-cache prefix
@@ -41,7 +41,11 @@ def select_tools(data: SelectRequest, ctx: AgentContext, request: Request) -> Se
     """
     note_select_mode(data.mode)
     embedder = query_embedder(request) if data.mode != "bm25" else None
-    return selection_service.select(ctx.session, ctx.principal, data, embedder)
+    response = selection_service.serve(
+        request.app.state.database, key, data, embedder, lambda p: admit(request, p)
+    )
+    # Serialised once, here: the model is already valid, FastAPI would validate it again.
+    return Response(response.model_dump_json(exclude_none=True), media_type="application/json")
 
 
 @router.post("/authorize", response_model=AuthorizeResponse)

@@ -5,26 +5,27 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
 
+import psycopg
 from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.exceptions import Unresolvable
-from sqlalchemy import any_, bindparam, func, insert, select, text
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import UUID as PG_UUID
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from ..auth.deps import Principal
+from ..auth.deps import AgentKey, Principal
+from ..db import Database
 from ..embedding.base import EmbeddingBackend, EmbeddingError
-from ..errors import Forbidden
-from ..models import CorpusStat, SelectionLog, Tool
+from ..errors import Forbidden, Unauthenticated
+from ..lexical.analysis import TEXT_SEARCH_CONFIG
+from ..models import Tool
 from ..tools.definitions import Format, render
 from ..tools.schemas import TOOL_NAME_PATTERN
-from . import bm25, dense
+from . import bm25, dense, statements
 from .query import build_query, used_tools
 from .schemas import (
     AuthorizeRequest,
@@ -52,18 +53,17 @@ _APPLY_ROLES = text(
 class Entry(NamedTuple):
     """What the budget needs of a tool; full definitions are read for the winners only."""
 
-    id: UUID
+    id: str
     name: str
     position: int
     token_cost: int
     core: bool
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
     """One candidate after fusion, with the ranks of each component (None: not ranked)."""
 
-    tool_id: UUID
+    tool_id: str
     score: float
     terms: list[str]
     bm25_rank: int | None
@@ -74,16 +74,6 @@ class Ranked:
 class _Pick:
     tool: Entry
     reason: str  # core, used or ranked
-
-
-_ENTRY = "SELECT id, name, position, token_cost, core FROM tools"
-_LIVE = "tenant_id = :tenant_id AND deleted_at IS NULL"
-_ENTRIES = text(
-    f"{_ENTRY} WHERE {_LIVE} AND core"
-    f" UNION {_ENTRY} WHERE {_LIVE} AND id = ANY(CAST(:ids AS uuid[]))"
-    f" UNION {_ENTRY} WHERE {_LIVE} AND name = ANY(CAST(:names AS text[]))"
-)
-_UUIDS = ARRAY(PG_UUID(as_uuid=True))
 
 
 def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:
@@ -104,7 +94,46 @@ def apply_roles(session: Session, principal: Principal, roles: Sequence[str]) ->
     session.info["permissions"] = permissions
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """How the first statement scopes the transaction, and who the caller turns out to be."""
+
+    tenant_id: UUID
+    statement: str
+    params: dict[str, Any]
+    principal: Principal | None  # known up front (a session path), else from the key check
+    key: AgentKey | None
+
+
 class SelectionService:
+    def serve(
+        self,
+        database: Database,
+        key: AgentKey,
+        request: SelectRequest,
+        embedder: EmbeddingBackend | None = None,
+        admit: Callable[[Principal], None] | None = None,
+    ) -> SelectResponse:
+        """The HTTP hot path: key check, scope, scores and log in three round trips.
+
+        `admit` runs once the key is known good and before anything is written (the rate
+        limit); raising there rolls the select back.
+        """
+        scope = _Scope(
+            key.tenant_id,
+            statements.AGENT_SCOPE,
+            {
+                "tenant_id": key.tenant_id,
+                "key_id": key.key_id,
+                "key_hash": key.key_hash,
+                "roles": request.roles,
+            },
+            None,
+            key,
+        )
+        with database.pipelined() as conn:
+            return self._select(conn, scope, request, embedder, admit)
+
     def select(
         self,
         session: Session,
@@ -112,69 +141,137 @@ class SelectionService:
         request: SelectRequest,
         embedder: EmbeddingBackend | None = None,
     ) -> SelectResponse:
-        started = time.perf_counter()
+        """The same select in a caller's unit of work (MCP, in-process measurements)."""
         roles = resolve_roles(principal, request.roles)
-        apply_roles(session, principal, roles)
+        scope = _Scope(
+            principal.tenant_id,
+            statements.APPLY_ROLES,
+            {"tenant_id": principal.tenant_id, "roles": roles},
+            principal,
+            None,
+        )
+        conn = session.connection().connection.driver_connection
+        assert isinstance(conn, psycopg.Connection)
+        return self._select(conn, scope, request, embedder, None)
 
+    def _select(
+        self,
+        conn: statements.Connection,
+        scope: _Scope,
+        request: SelectRequest,
+        embedder: EmbeddingBackend | None,
+        admit: Callable[[Principal], None] | None,
+    ) -> SelectResponse:
+        started = time.perf_counter()
+        tenant_id = scope.tenant_id
         query = build_query(request)
-        lexical: list[bm25.Scored] = []
-        if request.mode != "dense":
-            lexical = bm25.score(session, principal.tenant_id, query, limit=CANDIDATE_POOL)
-        near: list[dense.Near] = []
-        missing: int | None = None
-        fusion = dense.Fusion()
-        if request.mode != "bm25":
-            model, tenant_settings = dense.tenant_embedding(session, principal.tenant_id)
-            fusion = dense.Fusion.from_settings(tenant_settings)
-            near = self._dense(session, principal.tenant_id, model, query, embedder)
-            # Counted against the served model, under RLS: hidden tools are not counted.
-            missing = dense.missing(session, principal.tenant_id, model)
         used = used_tools(request)
-        ids = list(dict.fromkeys([r.tool_id for r in lexical] + [n.tool_id for n in near]))
-        entries = self._entries(session, ids, used)
+        vector = self._embed(request.mode, query, embedder)
+        params: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "query": query,
+            "config": TEXT_SEARCH_CONFIG,
+            "k1": bm25.K1,
+            "b": bm25.B,
+            "limit": CANDIDATE_POOL,
+            "names": used,
+        }
+        try:
+            with conn.pipeline():
+                # All queued, one round trip: nothing below depends on another's result.
+                scoped = conn.execute(scope.statement, scope.params)
+                tenant = conn.execute(statements.TENANT, params) if request.mode != "bm25" else None
+                lexical_rows = (
+                    conn.execute(statements.BM25, params)
+                    if request.mode != "dense" and query.strip()
+                    else None
+                )
+                dense_rows = None
+                if vector is not None and embedder is not None:
+                    literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+                    dense_rows = conn.execute(
+                        statements.DENSE, {**params, "query": literal, "model": embedder.model}
+                    )
+                missing_rows = (
+                    conn.execute(statements.MISSING, params) if request.mode != "bm25" else None
+                )
+                entry_rows = conn.execute(statements.ENTRIES, params)
+                row = scoped.fetchone()
+        except psycopg.Error as error:
+            # The scope statement's refusals; the statements behind it never ran.
+            if error.sqlstate == statements.BAD_KEY:
+                raise Unauthenticated("invalid or revoked API key") from None
+            if error.sqlstate == statements.NOT_AGENT:
+                raise Forbidden("this endpoint needs an agent key") from None
+            raise
+        principal, roles = self._principal(scope, row, request)
+        if admit is not None:
+            admit(principal)
+
+        entries: dict[str, Entry] = {}
+        # (tool id, score, matched terms), best first, as the statement ordered them.
+        lexical: list[tuple[str, float, list[str]]] = []
+        for tool_id, score, terms, *entry in lexical_rows.fetchall() if lexical_rows else ():
+            lexical.append((tool_id, score, terms))
+            entries[tool_id] = Entry(tool_id, *entry)
+        fusion = dense.Fusion()
+        near: list[tuple[str, float]] = []
+        missing: int | None = None
+        if tenant is not None and missing_rows is not None:
+            model, tenant_settings = tenant.fetchone() or (None, {})
+            fusion = dense.Fusion.from_settings(tenant_settings)
+            # Counted against the served model, under RLS: hidden tools are not counted.
+            missing = int(missing_rows.fetchone()[0])  # type: ignore[index]
+            # Vectors of another model than the tenant serves never mix in (a switch is on).
+            if dense_rows is not None and embedder is not None and model == embedder.model:
+                for tool_id, distance, *entry in dense_rows.fetchall():
+                    near.append((tool_id, float(distance)))
+                    entries.setdefault(tool_id, Entry(tool_id, *entry))
+        for entry_row in entry_rows.fetchall():
+            entries.setdefault(entry_row[0], Entry(*entry_row))
+
         ranked = self._rank(request.mode, lexical, near, fusion, entries)
         picks, candidates = self._fill(request, entries, ranked, used, debug=request.debug)
         chosen = sorted(picks, key=lambda p: (p.reason != "core", p.tool.position))
-        definitions = self._definitions(session, [p.tool.id for p in chosen], request.format)
         tokens = sum(p.tool.token_cost for p in chosen)
         selection_id = uuid.uuid4()
         ranks = {r.tool_id: r for r in ranked}
-        session.execute(
-            insert(SelectionLog).values(
-                tenant_id=principal.tenant_id,
-                id=selection_id,
-                key_id=principal.key_id,
-                roles=roles,
-                mode=request.mode,
-                format=request.format,
-                query=query,
-                k=request.k,
-                budget_tokens=request.budget_tokens,
-                tool_ids=[p.tool.id for p in chosen],
-                tool_names=[p.tool.name for p in chosen],
-                details=[
-                    {
-                        "name": p.tool.name,
-                        "reason": p.reason,
-                        "bm25_rank": r.bm25_rank if (r := ranks.get(p.tool.id)) else None,
-                        "dense_rank": r.dense_rank if r else None,
-                    }
-                    for p in chosen
-                ],
-                candidate_count=len(ranked),
-                tokens=tokens,
-                # The allowed catalog's tokens, from the RLS-filtered statistics buckets.
-                catalog_tokens=select(func.coalesce(func.sum(CorpusStat.total_tokens), 0))
-                .where(CorpusStat.tenant_id == principal.tenant_id)
-                .scalar_subquery(),
-                latency_ms=(time.perf_counter() - started) * 1000,
+        ids = [p.tool.id for p in chosen]
+        with conn.pipeline():
+            statements.write_log(
+                conn,
+                statements.LogRow(
+                    tenant_id=tenant_id,
+                    id=selection_id,
+                    key_id=principal.key_id,
+                    roles=roles,
+                    mode=request.mode,
+                    format=request.format,
+                    query=query,
+                    k=request.k,
+                    budget_tokens=request.budget_tokens,
+                    tool_ids=ids,
+                    tool_names=[p.tool.name for p in chosen],
+                    details=[
+                        {
+                            "name": p.tool.name,
+                            "reason": p.reason,
+                            "bm25_rank": r.bm25_rank if (r := ranks.get(p.tool.id)) else None,
+                            "dense_rank": r.dense_rank if r else None,
+                        }
+                        for p in chosen
+                    ],
+                    candidate_count=len(ranked),
+                    tokens=tokens,
+                    latency_ms=(time.perf_counter() - started) * 1000,
+                ),
             )
-        )
+            definitions = self._definitions(conn, tenant_id, ids, request.format)
         return SelectResponse(
             selection_id=selection_id,
             mode=request.mode,
             format=request.format,
-            tools=[definitions[p.tool.id] for p in chosen],
+            tools=[definitions[i] for i in ids],
             tokens=tokens,
             budget_tokens=request.budget_tokens,
             query=query if request.debug else None,
@@ -182,43 +279,49 @@ class SelectionService:
             missing_embeddings=missing,
         )
 
-    def _dense(
-        self,
-        session: Session,
-        tenant_id: UUID,
-        model: str | None,
-        query: str,
-        embedder: EmbeddingBackend | None,
-    ) -> list[dense.Near]:
-        """Nearest vectors of the served model; nothing when it cannot be computed.
+    def _principal(
+        self, scope: _Scope, row: tuple[Any, ...] | None, request: SelectRequest
+    ) -> tuple[Principal, list[str]]:
+        """Who is calling, and in which roles (asserted ones must have been granted)."""
+        if scope.principal is not None:
+            return scope.principal, list(scope.params["roles"])
+        assert scope.key is not None
+        assert row is not None
+        principal = Principal(scope.key.tenant_id, scope.key.key_id, "agent", frozenset(row[0]))
+        return principal, resolve_roles(principal, request.roles)
 
-        A missing backend, a model other than the tenant's or an embedding failure leaves
-        dense out (BM25 still serves in hybrid): a select never fails for want of vectors.
+    def _embed(
+        self, mode: str, query: str, embedder: EmbeddingBackend | None
+    ) -> list[float] | None:
+        """The query vector; None when it cannot be computed.
+
+        A missing backend or an embedding failure leaves dense out (BM25 still serves in
+        hybrid): a select never fails for want of vectors.
         """
-        if embedder is None or model is None or model != embedder.model or not query.strip():
-            return []
+        if mode == "bm25" or embedder is None or not query.strip():
+            return None
         try:
-            vector = embedder.embed([query])[0]
+            return embedder.embed([query])[0]
         except EmbeddingError:
-            return []
-        return dense.score(session, tenant_id, model, vector, limit=CANDIDATE_POOL)
+            return None
 
     def _rank(
         self,
         mode: str,
-        lexical: list[bm25.Scored],
-        near: list[dense.Near],
+        lexical: list[tuple[str, float, list[str]]],
+        near: list[tuple[str, float]],
         fusion: dense.Fusion,
-        entries: dict[UUID, Entry],
+        entries: dict[str, Entry],
     ) -> list[Ranked]:
         """One ranked list for the mode; ties go to registry position, for determinism."""
-        bm25_ranks = {s.tool_id: rank for rank, s in enumerate(lexical, start=1)}
-        dense_ranks = {n.tool_id: rank for rank, n in enumerate(near, start=1)}
-        terms = {s.tool_id: s.terms for s in lexical}
         if mode == "bm25":
-            scores = {s.tool_id: s.score for s in lexical}
-        elif mode == "dense":
-            scores = {n.tool_id: 1.0 - n.distance for n in near}
+            # Already in this order (score descending, then position) from the statement.
+            return [Ranked(i, s, t, rank, None) for rank, (i, s, t) in enumerate(lexical, 1)]
+        bm25_ranks = {i: rank for rank, (i, _, _) in enumerate(lexical, start=1)}
+        dense_ranks = {i: rank for rank, (i, _) in enumerate(near, start=1)}
+        terms = {i: t for i, _, t in lexical}
+        if mode == "dense":
+            scores = {i: 1.0 - distance for i, distance in near}
         else:
             scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion)
         far = 2**63
@@ -231,26 +334,23 @@ class SelectionService:
             for i in order
         ]
 
-    def _entries(self, session: Session, ids: list[UUID], used: list[str]) -> dict[UUID, Entry]:
-        """Core, ranked and used tools, each by its own index (an OR would scan the catalog).
-
-        Arrays, not IN lists: the statement text never changes, so psycopg prepares it once.
-        """
-        params = {"tenant_id": session.info["tenant_id"], "ids": ids, "names": used}
-        return {row.id: Entry(*row) for row in session.execute(_ENTRIES, params)}
-
     def _definitions(
-        self, session: Session, ids: list[UUID], fmt: Format
-    ) -> dict[UUID, dict[str, Any]]:
+        self, conn: statements.Connection, tenant_id: UUID, ids: list[str], fmt: Format
+    ) -> dict[str, dict[str, Any]]:
         if not ids:
             return {}
-        tools = session.scalars(select(Tool).where(Tool.id == any_(bindparam("ids", ids, _UUIDS))))
-        return {t.id: render(t, fmt) for t in tools}
+        rows = conn.execute(statements.DEFINITIONS, {"tenant_id": tenant_id, "ids": ids}).fetchall()
+        return {
+            row[0]: render(
+                Tool(name=row[1], title=row[2], description=row[3], input_schema=row[4]), fmt
+            )
+            for row in rows
+        }
 
     def _fill(
         self,
         request: SelectRequest,
-        tools: dict[UUID, Entry],
+        tools: dict[str, Entry],
         ranked: list[Ranked],
         used: list[str],
         *,

@@ -4,21 +4,55 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, field_validator
 
 from ..access.schemas import KeyCreated
 from ..kit.schemas import ReadSchema, Schema, StoredSchema
+from ..kit.text import find_nul
 
 
 class TenantCreate(StoredSchema):
     name: str = Field(min_length=1, max_length=200, examples=["acme-support"])
 
 
+_NUMBER: dict[str, Any] = {"strict": True, "allow_inf_nan": False}
+
+
+class FusionSettings(Schema):
+    """Reciprocal rank fusion of hybrid selects: a tool scores sum(weight / (k + rank)).
+
+    Omitted (or null) values take the defaults of `selection.dense.Fusion`.
+    """
+
+    k: float | None = Field(default=None, gt=0, description="Rank constant, > 0.", **_NUMBER)
+    bm25_weight: float | None = Field(default=None, ge=0, **_NUMBER)
+    dense_weight: float | None = Field(default=None, ge=0, **_NUMBER)
+
+
+class TenantSettings(StoredSchema):
+    """Known settings are checked (a bad value is a 422 naming it); others are kept as given."""
+
+    model_config = ConfigDict(extra="allow")
+
+    fusion: FusionSettings | None = None
+
+
 class TenantUpdate(StoredSchema):
     name: str | None = Field(default=None, min_length=1, max_length=200)
-    settings: dict[str, Any] | None = Field(
-        default=None, description="Per-tenant retrieval settings (merged into the current ones)."
+    settings: TenantSettings | None = Field(
+        default=None,
+        description="Per-tenant retrieval settings, merged key by key into the current ones.",
+        examples=[{"fusion": {"k": 60, "bm25_weight": 1.0, "dense_weight": 1.5}}],
     )
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _no_nul_in_extras(cls, value: Any) -> Any:
+        """Unknown settings are stored as given: NUL is refused in them too, before parsing."""
+        if (path := find_nul(value)) is not None:
+            where = f" (at {path})".replace("\x00", "\\0") if path else ""
+            raise ValueError(f"NUL characters are not allowed{where}")
+        return value
 
 
 class TenantRead(ReadSchema):

@@ -40,7 +40,8 @@ class TenantService:
         if data.name is not None:
             tenant.name = data.name
         if data.settings is not None:
-            tenant.settings = {**tenant.settings, **data.settings}
+            given = data.settings.model_dump(exclude_unset=True)
+            tenant.settings = {**tenant.settings, **given}
         session.flush()
         return tenant
 
