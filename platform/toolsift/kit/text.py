@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Control characters, and lone surrogates: a JSON escape such as "\\ud800" decodes to one, and
+# no UTF-8 encoder (psycopg's included) can send it.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def scrub(text: str) -> str:
-    """Query text is plain text: control characters (NUL among them) become spaces."""
+    """Query text is plain text: control characters (NUL among them) and lone surrogates
+    become spaces."""
     return _CONTROL.sub(" ", text)
 
 
