@@ -132,7 +132,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     ops_logging.configure(
         fmt=settings.log_format,
         level=settings.log_level,
-        secrets=[settings.key_pepper, settings.operator_key, settings.embedding_http_token],
+        secrets=[
+            settings.key_pepper,
+            settings.operator_key,
+            settings.embedding_http_token,
+            settings.metrics_token,
+        ],
     )
 
     @asynccontextmanager

@@ -100,6 +100,9 @@ def load_command(
     settle: Annotated[
         bool, typer.Option(help="Embed the catalogs before measuring (as a server that ran).")
     ] = True,
+    drain_timeout: Annotated[
+        float, typer.Option(min=1.0, help="Seconds the embedding backlog may take to drain.")
+    ] = 900.0,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
     ] = None,
@@ -124,6 +127,7 @@ def load_command(
         workers=workers,
         seed=seed,
         settle=settle,
+        drain_timeout=drain_timeout,
     )
     result = load_benchmark(options, log=lambda line: console.log(line))
     render(result, console)

@@ -60,7 +60,7 @@ class LoadOptions:
     workers: int = 2  # uvicorn worker processes
     seed: int = 7
     settle: bool = True  # embed the initial catalogs before measuring
-    drain_timeout: float = 180.0
+    drain_timeout: float = 900.0  # seconds the settle and the final drain may each take
 
 
 class Worker:
