@@ -19,13 +19,19 @@ celery_app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
-celery_app.conf.include = ["workers.system", "workers.embedding"]
+celery_app.conf.include = ["workers.system", "workers.embedding", "workers.analytics"]
 celery_app.conf.beat_schedule = {
     "outbox-relay": {
         "task": "outbox.relay",
         "schedule": settings.outbox_relay_interval,
         # Runs queued behind a backlog are redundant: the next one claims the same jobs.
         "options": {"expires": max(5.0, 5 * settings.outbox_relay_interval)},
+    },
+    # Monthly partitions of the selection logs ahead of time, and retention.
+    "analytics-partitions": {
+        "task": "analytics.maintain_partitions",
+        "schedule": settings.partition_maintenance_interval,
+        "options": {"expires": settings.partition_maintenance_interval},
     },
 }
 

@@ -18,6 +18,8 @@ from starlette.routing import Match, Route
 
 from . import __version__
 from .access import endpoints_admin as access_endpoints
+from .analytics import endpoints_admin as analytics_endpoints
+from .analytics import endpoints_agent as feedback_endpoints
 from .config import Settings, get_settings
 from .db import Database
 from .embedding import endpoints_admin as embedding_endpoints
@@ -37,8 +39,10 @@ DESCRIPTION = """
 toolsift picks, for each agent turn, the few tool definitions the turn needs, within a token
 budget, among the tools the caller may use.
 
-* **Agent API** (`/v1`, agent key): `POST /v1/select`, `POST /v1/authorize`.
-* **Admin API** (`/admin/v1`, admin key): tenants, keys, permissions, roles, tools.
+* **Agent API** (`/v1`, agent key): `POST /v1/select`, `POST /v1/authorize`,
+  `POST /v1/tool-calls` (which tool the model called).
+* **Admin API** (`/admin/v1`, admin key): tenants, keys, permissions, roles, tools, analytics
+  (and the dashboard at `/admin/v1/dashboard`).
 
 Authenticate with `Authorization: Bearer tsk_...`. Errors are `{"error": {"code", "message",
 "field"}}`; `field` names the offending input.
@@ -179,10 +183,11 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
 
     admin = [tenant_endpoints.router, access_endpoints.permissions, access_endpoints.roles]
     admin += [access_endpoints.keys, tool_endpoints.router, embedding_endpoints.router]
-    admin += [audit_endpoints.router]
+    admin += [audit_endpoints.router, analytics_endpoints.router, analytics_endpoints.dashboard]
     for router in admin:
         app.include_router(router, prefix="/admin/v1")
     app.include_router(selection_endpoints.router, prefix="/v1")
+    app.include_router(feedback_endpoints.router, prefix="/v1")
     app.include_router(health.router)
     # MCP for agents (streamable HTTP, agent key): `search_tools` runs the caller's select.
     mcp_endpoint = McpEndpoint(database, settings)

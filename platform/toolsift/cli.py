@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
 from uuid import UUID
@@ -390,6 +391,37 @@ def tools_import(
         finally:
             database.dispose()
     console.print(", ".join(f"{n} {s}" for s, n in totals.items()))
+
+
+@app.command()
+def report(
+    tenant: Annotated[UUID, typer.Option(help="Tenant id.")],
+    since: Annotated[
+        datetime | None,
+        typer.Option(formats=["%Y-%m-%d"], help="First day (UTC) of the day-based tables."),
+    ] = None,
+    until: Annotated[
+        datetime | None, typer.Option(formats=["%Y-%m-%d"], help="First day (UTC) excluded.")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Selection analytics of a tenant: recall of the called tool, tokens, latency, top
+    tools, empty results, near-duplicates, unused tools, drift after new versions."""
+    from .analytics.report import render
+
+    settings = _settings(data_dir)
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        try:
+            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                render(
+                    console,
+                    session,
+                    since=since.date() if since else None,
+                    until=until.date() if until else None,
+                )
+        finally:
+            database.dispose()
 
 
 @app.command("select")

@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     outbox_relay_interval: float = 1.0
     outbox_lease_seconds: float = 60.0
     embed_batch_tools: int = 64
+    # Selection logs: monthly partitions kept ready this many months ahead; days a tenant's
+    # logs are kept unless its settings say otherwise (`log_retention_days`); how often the
+    # maintenance task runs (seconds).
+    partition_months_ahead: int = Field(default=3, ge=1, le=24)
+    log_retention_days: int = Field(default=90, ge=1)
+    partition_maintenance_interval: float = 3600.0
 
     @field_validator("cors_origins", mode="before")
     @classmethod

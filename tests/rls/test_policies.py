@@ -38,7 +38,7 @@ SELECT c.relname
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid
-WHERE c.relkind IN ('r', 'p')
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND a.attname = 'tenant_id' AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY c.relname
@@ -187,9 +187,14 @@ class TestCatalog:
     def test_the_app_role_can_touch_only_rls_tables(
         self, owner_conn: OwnerConn, scoped_tables: list[str]
     ) -> None:
+        # A view counts as protected when it runs with its caller's rights (security_invoker):
+        # the RLS of the tables below it then applies to whoever reads it.
         reachable = owner_conn.execute(
             """
-            SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity
+            SELECT c.relname, c.relkind,
+                   CASE WHEN c.relkind = 'v'
+                        THEN coalesce('security_invoker=true' = ANY (c.reloptions), false)
+                        ELSE c.relrowsecurity AND c.relforcerowsecurity END
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
               AND n.nspname NOT IN ('pg_catalog', 'information_schema')
@@ -199,8 +204,9 @@ class TestCatalog:
             (APP_ROLE,),
         ).fetchall()
         assert reachable, "the app role can read nothing: the query is wrong"
-        assert [name for name, protected in reachable if not protected] == []
-        assert {name for name, _ in reachable} <= set(scoped_tables)
+        assert [name for name, _, protected in reachable if not protected] == []
+        assert {name for name, kind, _ in reachable if kind != "v"} <= set(scoped_tables)
+        assert any(kind == "v" for _, kind, _ in reachable), "no analytics view: query is wrong"
         truncatable = owner_conn.execute(
             "SELECT count(*) FROM pg_class WHERE has_table_privilege(%s, oid, 'TRUNCATE')"
             " AND relkind IN ('r', 'p')",
@@ -227,6 +233,20 @@ class TestAppRole:
                 conn.close()
         with database.unit_of_work(None) as session:
             assert session.scalar(text("SELECT current_user::text")) == APP_ROLE
+
+    def test_partitions_are_reached_through_their_parent_only(self, owner_conn: OwnerConn) -> None:
+        """Policies of a partitioned table apply to queries through it, not to a partition
+        read by name: so no partition may be granted to the app role at all."""
+        rows = owner_conn.execute(
+            """
+            SELECT c.relname, has_table_privilege(%s, c.oid, 'SELECT, INSERT, UPDATE, DELETE')
+            FROM pg_class c WHERE c.relispartition AND c.relkind IN ('r', 'p')
+            """,
+            (APP_ROLE,),
+        ).fetchall()
+        names = {name for name, _ in rows}
+        assert {"selection_logs_default", "tool_calls_default"} <= names
+        assert [name for name, granted in rows if granted] == []
 
     def test_the_app_role_is_powerless(self, owner_conn: OwnerConn) -> None:
         row = owner_conn.execute(
@@ -328,6 +348,7 @@ def _seed(database: Database, name: str) -> Seeded:
                 tenant_id=tenant_id,
                 id=uuid.uuid4(),
                 selection_id=log.id,
+                selection_created_at=log.created_at,
                 tool_name=restricted,
                 allowed=True,
             )
@@ -395,7 +416,7 @@ def _insert_copy(session: Session, table: str, row: str) -> None:
 
 
 # Tables the app role may only append to: UPDATE and DELETE are refused before RLS is asked.
-APPEND_ONLY = {"audit_log"}
+APPEND_ONLY = {"audit_log", "tool_versions"}
 
 
 def _assert_rls_refusal(

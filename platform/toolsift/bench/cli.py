@@ -75,6 +75,32 @@ def select_command(
         console.print(f"figures written to {json_path}")
 
 
+@app.command("embed")
+def embed_command(
+    tools: Annotated[
+        int, typer.Option(min=10, help="Tools imported for the throughput run.")
+    ] = 2000,
+    rate: Annotated[float, typer.Option(min=0.1, help="Updates per second in the stream.")] = 50.0,
+    duration: Annotated[float, typer.Option(min=1, help="Seconds of the update stream.")] = 30.0,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic catalog and updates.")] = 7,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
+    ] = None,
+) -> None:
+    """Embedding throughput of one worker core, and freshness (write to dense-searchable)
+    under a steady stream of updates, through the real outbox, broker and worker."""
+    from .embed import EmbedOptions, render_embed
+    from .embed import benchmark as embed_benchmark
+
+    console = Console()
+    options = EmbedOptions(tools=tools, rate=rate, duration=duration, seed=seed)
+    result = embed_benchmark(options, log=lambda line: console.log(line))
+    render_embed(result, console)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        console.print(f"figures written to {json_path}")
+
+
 @app.command("load")
 def load_command(
     clients: Annotated[int, typer.Option(min=1, help="Concurrent HTTP clients.")] = 50,

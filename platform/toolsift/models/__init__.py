@@ -4,7 +4,7 @@ from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
 from .audit import AuditEntry
 from .base import Base
 from .embedding import OutboxJob, ToolEmbedding
-from .selection import SelectionLog, ToolCall
+from .selection import SelectionLog, ToolCall, ToolVersion
 from .tenant import Tenant
 from .tool import CorpusStat, TermStat, Tool, ToolTerm
 
@@ -25,4 +25,5 @@ __all__ = [
     "ToolCall",
     "ToolEmbedding",
     "ToolTerm",
+    "ToolVersion",
 ]

@@ -1,22 +1,39 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Double, ForeignKeyConstraint, Index, Integer, Text
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Double,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    Text,
+    func,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, TenantScoped, Timestamped
 
 
-class SelectionLog(TenantScoped, Timestamped, Base):
-    """One row per select: what was asked, what came back, how long it took."""
+class SelectionLog(TenantScoped, Base):
+    """One row per select: what was asked, what came back, how long it took.
+
+    Range-partitioned by month on `created_at` (migration 0004), hence its place in the key.
+    """
 
     __tablename__ = "selection_logs"
     __table_args__ = (
+        PrimaryKeyConstraint("tenant_id", "created_at", "id"),
         ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
-        Index("ix_selection_logs_tenant_id_created_at", "tenant_id", "created_at"),
+        # Feedback finds a selection by id alone, in whichever month it lies.
+        Index("ix_selection_logs_tenant_id_id", "tenant_id", "id"),
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -35,23 +52,51 @@ class SelectionLog(TenantScoped, Timestamped, Base):
     tokens: Mapped[int] = mapped_column(Integer)
     catalog_tokens: Mapped[int] = mapped_column(Integer)
     latency_ms: Mapped[float] = mapped_column(Double)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), primary_key=True, server_default=func.now()
+    )
 
 
 class ToolCall(TenantScoped, Timestamped, Base):
-    """What the model actually called after a selection (fed back by the agent)."""
+    """What the model actually called after a selection (fed back by the agent).
+
+    Partitioned like its selection, by the selection's month, so both go together.
+    """
 
     __tablename__ = "tool_calls"
     __table_args__ = (
+        PrimaryKeyConstraint("tenant_id", "selection_created_at", "id"),
         ForeignKeyConstraint(
-            ["tenant_id", "selection_id"],
-            ["selection_logs.tenant_id", "selection_logs.id"],
+            ["tenant_id", "selection_created_at", "selection_id"],
+            ["selection_logs.tenant_id", "selection_logs.created_at", "selection_logs.id"],
             ondelete="CASCADE",
+            name="fk_tool_calls_selection_logs",
         ),
         Index("ix_tool_calls_tenant_id_selection_id", "tenant_id", "selection_id"),
+        {"postgresql_partition_by": "RANGE (selection_created_at)"},
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     selection_id: Mapped[uuid.UUID] = mapped_column()
+    selection_created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), primary_key=True
+    )
     tool_name: Mapped[str] = mapped_column(Text)
     allowed: Mapped[bool] = mapped_column(Boolean)
     success: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class ToolVersion(TenantScoped, Base):
+    """Each version a tool has had, written by a trigger on `tools` (so every write path)."""
+
+    __tablename__ = "tool_versions"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "tool_id"], ["tools.tenant_id", "tools.id"], ondelete="CASCADE"
+        ),
+    )
+
+    tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    description_md5: Mapped[str] = mapped_column(Text)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -1,8 +1,8 @@
 """Audit log hash chain: per-tenant sequence number, previous entry's hash, entry hash.
 
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-12-03 15:00:00+00:00
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-12-03 15:30:00+00:00
 
 Entries already written keep NULLs: the chain starts with the first entry after this
 revision (verification covers the chained entries).
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | None = "0003"
+revision: str = "0005"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,1 @@
+"""Selection analytics: tool-call feedback, the `analytics` SQL views, reports, the dashboard."""

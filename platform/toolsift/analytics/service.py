@@ -1,0 +1,231 @@
+"""Tool-call feedback, reads of the `analytics` views, analyst logins, partition upkeep.
+
+The views run with the caller's rights (security_invoker), so every read here is bounded by
+the tenant's row-level security exactly as the base tables are.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel
+from sqlalchemy import TextClause, insert, text
+from sqlalchemy.orm import Session
+
+from ..auth.deps import Principal
+from ..errors import NotFound
+from ..models import ToolCall
+from . import schemas
+from .schemas import ToolCallCreate, ToolCallRead
+
+Row = TypeVar("Row", bound=BaseModel)
+
+_SELECTION = text(
+    "SELECT created_at, :tool = ANY (tool_names) AS selected FROM selection_logs"
+    " WHERE tenant_id = :tenant_id AND id = :id"
+)
+
+
+@dataclass(frozen=True)
+class View(Generic[Row]):
+    """One `analytics` view: its row shape, order, and the column `since`/`until` filter."""
+
+    name: str
+    row: type[Row]
+    order_by: str
+    # A date column, or a timestamp column compared with the day's start; None: no filter.
+    since_column: str | None
+    summary: str
+
+    def statement(self) -> TextClause:
+        where = "TRUE"
+        if self.since_column is not None:
+            where = (
+                f"(CAST(:since AS date) IS NULL OR {self.since_column} >= CAST(:since AS date))"
+                f" AND (CAST(:until AS date) IS NULL OR {self.since_column} < CAST(:until AS date))"
+            )
+        return text(
+            f"SELECT * FROM analytics.{self.name} WHERE {where}"  # noqa: S608 - names are the constants below
+            f" ORDER BY {self.order_by} LIMIT :limit"
+        )
+
+
+VIEWS: dict[str, View[Any]] = {
+    v.name: v
+    for v in (
+        View(
+            "called_tool_recall",
+            schemas.RecallRow,
+            "day, mode",
+            "day",
+            "Share of the tools the model called that the select had offered, by day and mode.",
+        ),
+        View(
+            "tokens_per_turn",
+            schemas.TokensRow,
+            "day",
+            "day",
+            "Tokens of the definitions sent against the whole allowed catalog, by day.",
+        ),
+        View(
+            "latency_percentiles",
+            schemas.LatencyRow,
+            "day, mode",
+            "day",
+            "Select latency percentiles in milliseconds, by day and mode.",
+        ),
+        View(
+            "zero_result_queries",
+            schemas.ZeroResultRow,
+            "selections DESC, last_seen DESC, query",
+            "last_seen",
+            "Queries that matched nothing (zero_result) or brought back core tools only.",
+        ),
+        View(
+            "tools_never_selected",
+            schemas.NeverSelectedRow,
+            "name",
+            None,
+            "Live tools that no logged select has offered.",
+        ),
+        View(
+            "tools_selected_never_called",
+            schemas.NeverCalledRow,
+            "selections DESC, name",
+            None,
+            "Live tools offered by selects but never called by the model.",
+        ),
+        View(
+            "tool_usage_daily",
+            schemas.ToolUsageRow,
+            # Newest first: a limit cuts the oldest days, not the latest.
+            "day DESC, selections DESC, tool_name",
+            "day",
+            "Per day and tool: times offered and times called.",
+        ),
+        View(
+            "near_duplicate_tools",
+            schemas.NearDuplicateRow,
+            "greatest(coalesce(cosine_similarity, 0), name_similarity) DESC, name_a, name_b",
+            None,
+            "Pairs of tools so close (vectors or names) that they split scores.",
+        ),
+        View(
+            "tool_version_drift",
+            schemas.DriftRow,
+            "changed_at DESC, name",
+            "changed_at",
+            "A tool's selection rate before and after each new version.",
+        ),
+    )
+}
+_STATEMENTS = {name: view.statement() for name, view in VIEWS.items()}
+MAX_ROWS = 10_000
+# The restrictive permission policies on tools read app.permissions: '*' shows an analyst its
+# whole catalog (its tenant is pinned by the analyst policies whatever it sets).
+ANALYST_OPTIONS = "-c app.permissions=*"
+
+
+class AnalyticsService:
+    def record_call(
+        self, session: Session, principal: Principal, data: ToolCallCreate
+    ) -> ToolCallRead:
+        """Store a tool call against its selection; 404 for an unknown or foreign selection."""
+        found = session.execute(
+            _SELECTION,
+            {"tenant_id": principal.tenant_id, "id": data.selection_id, "tool": data.tool},
+        ).first()
+        if found is None:
+            # Under RLS another tenant's selection is indistinguishable from none at all.
+            raise NotFound("no such selection", field="selection_id")
+        call_id = uuid.uuid4()
+        created_at = session.execute(
+            insert(ToolCall)
+            .values(
+                tenant_id=principal.tenant_id,
+                id=call_id,
+                selection_id=data.selection_id,
+                selection_created_at=found.created_at,
+                tool_name=data.tool,
+                allowed=data.allowed,
+                success=data.success,
+            )
+            .returning(ToolCall.created_at)
+        ).scalar_one()
+        return ToolCallRead(
+            id=call_id,
+            selection_id=data.selection_id,
+            tool=data.tool,
+            allowed=data.allowed,
+            success=data.success,
+            selected=bool(found.selected),
+            created_at=created_at,
+        )
+
+    def rows(
+        self,
+        session: Session,
+        view: str,
+        *,
+        since: date | None = None,
+        until: date | None = None,
+        limit: int = 1000,
+    ) -> list[Any]:
+        """Rows of one view, oldest day first; `until` is exclusive."""
+        spec = VIEWS[view]
+        params = {"since": since, "until": until, "limit": min(limit, MAX_ROWS)}
+        result = session.execute(_STATEMENTS[view], params).mappings()
+        return [spec.row.model_validate(dict(r)) for r in result]
+
+    def analyst_login(self, session: Session) -> str | None:
+        login: str | None = session.scalar(text("SELECT analytics.analyst_login()"))
+        return login
+
+    def create_analyst_login(self, session: Session) -> schemas.AnalystLogin:
+        """Create, or give a new password to, the current tenant's analyst login.
+
+        libpq computes the SCRAM-SHA-256 verifier on this side; the server stores it and never
+        sees the password (so neither can its statement log).
+        """
+        password = secrets.token_urlsafe(24)
+        tenant_id = session.info["tenant_id"]
+        login = f"toolsift_analyst_{UUID(str(tenant_id)).hex}"
+        raw = session.connection().connection.driver_connection
+        assert raw is not None
+        verifier = raw.pgconn.encrypt_password(password.encode(), login.encode(), b"scram-sha-256")
+        created = session.scalar(
+            text("SELECT analytics.set_analyst_login(:verifier)"), {"verifier": verifier.decode()}
+        )
+        assert created == login
+        database = session.scalar(text("SELECT current_database()"))
+        return schemas.AnalystLogin(
+            login=login,
+            password=password,
+            database=str(database),
+            options=ANALYST_OPTIONS,
+            views=sorted(VIEWS),
+        )
+
+    def drop_analyst_login(self, session: Session) -> None:
+        if not session.scalar(text("SELECT analytics.drop_analyst_login()")):
+            raise NotFound("this tenant has no analyst login")
+
+    def maintain_partitions(
+        self, session: Session, *, months_ahead: int, default_retention_days: int
+    ) -> schemas.MaintenanceResult:
+        """Create the coming months' partitions, apply each tenant's retention, drop old months."""
+        row = session.execute(
+            text("SELECT * FROM analytics.maintain_partitions(:ahead, :days)"),
+            {"ahead": months_ahead, "days": default_retention_days},
+        ).one()
+        return schemas.MaintenanceResult(
+            created=list(row.created), dropped=list(row.dropped), deleted=int(row.deleted)
+        )
+
+
+analytics = AnalyticsService()

@@ -1,0 +1,322 @@
+"""`toolsift bench embed`: what the embedding pipeline delivers, end to end.
+
+Two figures the dense/hybrid modes depend on, measured through the real outbox, Redis broker
+and Celery worker (one process, solo pool, one ONNX thread: one worker core):
+
+* throughput: a catalog is imported while no worker runs, so its jobs wait in the outbox;
+  then a worker starts and we time the embeddings landing, first to last. The same texts
+  embedded in-process by the same backend, in the same run, are the baseline: the ratio is
+  what the relay, broker and database cost on top of the model;
+* freshness: a steady stream of description updates at a fixed rate, each its own
+  transaction; a poller records when each written version (or a newer one) has its vector,
+  i.e. when the write became dense-searchable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from rich.console import Console
+from rich.table import Table
+
+from ..db import ALL_PERMISSIONS, Database
+from ..embedded.redis import EmbeddedRedis
+from ..embedding.onnx import OnnxBackend
+from ..embedding.service import document_text
+from ..tools.schemas import ToolUpdate
+from ..tools.service import tool as tool_service
+from .load import LoadStats, load_tenant
+from .run import machine
+from .stack import start_database
+from .stats import percentile
+from .synthetic import generate_catalog
+
+_POLL_SECONDS = 0.01
+_SETTLE_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    tools: int = 2000
+    rate: float = 50.0  # updates per second in the freshness stream
+    duration: float = 30.0  # seconds of the stream
+    seed: int = 7
+    relay_interval: float = 1.0  # the product's default beat interval for the relay
+    writers: int = 4  # threads issuing the updates, so one slow commit does not stall the rate
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+class _Worker:
+    """A Celery worker with the relay schedule inside, in its own process group."""
+
+    def __init__(self, database_url: str, redis_url: str, work_dir: Path, relay: float) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+        env.update(
+            TOOLSIFT_DATABASE_URL=database_url,
+            TOOLSIFT_REDIS_URL=redis_url,
+            TOOLSIFT_OUTBOX_RELAY_INTERVAL=str(relay),
+            TOOLSIFT_EMBEDDING_THREADS="1",
+        )
+        argv = [
+            sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo",
+            "--beat", "--schedule", str(work_dir / "celerybeat-schedule"),
+            "--loglevel", "WARNING",
+        ]  # fmt: skip
+        self.log_file = work_dir / "worker.log"
+        with self.log_file.open("ab") as log:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, cwd=work_dir, start_new_session=True,
+            )  # fmt: skip
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def _current_embedded(conn: psycopg.Connection[Any], tenant_id: UUID) -> int:
+    """Tools whose current version has its vector."""
+    row = conn.execute(
+        """
+        SELECT count(*) FROM tools t
+        JOIN tool_embeddings e ON e.tenant_id = t.tenant_id AND e.tool_id = t.id
+                              AND e.version = t.version
+        WHERE t.tenant_id = %s AND t.deleted_at IS NULL
+        """,
+        (tenant_id,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _throughput(
+    conn: psycopg.Connection[Any], tenant_id: UUID, total: int, worker: _Worker
+) -> dict[str, float]:
+    """Seconds from the first landed vector to the last; the model load is not counted."""
+    first: tuple[float, int] | None = None  # (when, how many) at the first landed vector
+    deadline = time.monotonic() + _SETTLE_TIMEOUT + total / 20
+    while True:
+        done = _current_embedded(conn, tenant_id)
+        now = time.perf_counter()
+        if first is None and done:
+            first = (now, done)
+        if done >= total:
+            break
+        if worker.process.poll() is not None:
+            raise RuntimeError(f"the worker exited; see {worker.log_file}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {done} of {total} tools embedded; see {worker.log_file}")
+        time.sleep(_POLL_SECONDS)
+    first_at, first_count = first if first is not None else (now, 0)
+    seconds = max(now - first_at, 1e-9)
+    rate = (total - first_count) / seconds
+    return {"tools": float(total), "seconds": seconds, "tools_per_s": rate}
+
+
+def _in_process_rate(texts: list[str]) -> float:
+    """The same texts through the same backend, no pipeline: the baseline of the ratio."""
+    backend = OnnxBackend(threads=1, batch_size=64)
+    backend.embed(texts[:64])
+    started = time.perf_counter()
+    backend.embed(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+class _Freshness:
+    """Written versions waiting for their vector, and how long each waited."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[UUID, list[tuple[int, float]]] = {}
+        self.delays: list[float] = []
+        self.written = 0
+
+    def wrote(self, tool_id: UUID, version: int, at: float) -> None:
+        with self._lock:
+            self._pending.setdefault(tool_id, []).append((version, at))
+            self.written += 1
+
+    def waiting(self) -> list[UUID]:
+        with self._lock:
+            return list(self._pending)
+
+    def landed(self, tool_id: UUID, version: int, at: float) -> None:
+        """A vector of `version` serves every write of that version or an older one."""
+        with self._lock:
+            still = []
+            for written, when in self._pending.get(tool_id, []):
+                if written <= version:
+                    self.delays.append(at - when)
+                else:
+                    still.append((written, when))
+            if still:
+                self._pending[tool_id] = still
+            else:
+                self._pending.pop(tool_id, None)
+
+    def unresolved(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._pending.values())
+
+
+def _poll(conn: psycopg.Connection[Any], tenant_id: UUID, fresh: _Freshness) -> None:
+    waiting = fresh.waiting()
+    if not waiting:
+        return
+    rows = conn.execute(
+        "SELECT tool_id, version FROM tool_embeddings WHERE tenant_id = %s AND tool_id = ANY(%s)",
+        (tenant_id, waiting),
+    ).fetchall()
+    now = time.perf_counter()
+    for tool_id, version in rows:
+        fresh.landed(tool_id, version, now)
+
+
+def _stream(
+    database: Database,
+    conn: psycopg.Connection[Any],
+    tenant_id: UUID,
+    tool_ids: list[UUID],
+    options: EmbedOptions,
+) -> dict[str, float]:
+    """Updates at `rate`/s for `duration` s, then waits for the last vectors."""
+    rng = random.Random(f"toolsift-bench-embed:{options.seed}")
+    fresh = _Freshness()
+    errors: list[Exception] = []
+
+    def update(tool_id: UUID, revision: int) -> None:
+        try:
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                base = tool_service.get(session, tool_id).description.split(" [rev ")[0]
+                change = ToolUpdate(description=f"{base} [rev {revision}]")
+                version = tool_service.update(session, tool_id, change).version
+            fresh.wrote(tool_id, version, time.perf_counter())
+        except Exception as error:  # reported after the run
+            errors.append(error)
+
+    count = int(options.rate * options.duration)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(options.writers) as pool:
+        for i in range(count):
+            due = started + i / options.rate
+            while (now := time.perf_counter()) < due:
+                _poll(conn, tenant_id, fresh)
+                time.sleep(min(_POLL_SECONDS, max(0.0, due - now)))
+            pool.submit(update, rng.choice(tool_ids), i)
+    stream_seconds = time.perf_counter() - started
+    deadline = time.monotonic() + _SETTLE_TIMEOUT
+    while fresh.unresolved() and time.monotonic() < deadline:
+        _poll(conn, tenant_id, fresh)
+        time.sleep(_POLL_SECONDS)
+    if errors:
+        raise RuntimeError(f"{len(errors)} updates failed, first: {errors[0]!r}")
+    delays = sorted(fresh.delays)
+    return {
+        "updates": float(fresh.written),
+        "achieved_rate": fresh.written / stream_seconds,
+        "p50_s": percentile(delays, 50),
+        "p95_s": percentile(delays, 95),
+        "max_s": delays[-1] if delays else float("nan"),
+        "unresolved": float(fresh.unresolved()),
+    }
+
+
+def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, Any]:
+    """Runs both measurements on a private stack that is stopped on exit, error or Ctrl-C."""
+    with contextlib.ExitStack() as stack:
+        work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-bench-")))
+        log("starting PostgreSQL and Redis")
+        _server, database_url = start_database(work_dir / "pg", stack)
+        redis = EmbeddedRedis(work_dir / "redis")
+        stack.callback(redis.stop)
+        redis_url = redis.start()
+        database = Database(database_url, pool_size=options.writers)
+        stack.callback(database.dispose)
+        conn = stack.enter_context(psycopg.connect(_plain(database_url), autocommit=True))
+
+        catalog = generate_catalog("embed", options.tools, seed=options.seed, queries=0)
+        log(f"importing {len(catalog.tools)} tools with no worker running")
+        tenant = load_tenant(database, catalog, pepper=secrets.token_hex(16), stats=LoadStats())
+        with database.unit_of_work(tenant.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tools, _ = tool_service.list_page(session, after=None, limit=len(catalog.tools))
+            tool_ids = [t.id for t in tools]
+            texts = [
+                document_text(t.name, t.title, t.description, t.input_schema, t.examples)
+                for t in tools
+            ]
+
+        log("starting a worker (solo pool, one ONNX thread) and timing the backlog")
+        worker = _Worker(database_url, redis_url, work_dir, options.relay_interval)
+        stack.callback(worker.stop)
+        throughput = _throughput(conn, tenant.tenant_id, len(tool_ids), worker)
+        log(f"streaming {options.rate:g} updates/s for {options.duration:g} s")
+        freshness = _stream(database, conn, tenant.tenant_id, tool_ids, options)
+        worker.stop()
+
+        log("the same texts in-process (baseline)")
+        baseline = _in_process_rate(texts)
+    throughput["in_process_tools_per_s"] = baseline
+    throughput["pipeline_over_in_process"] = throughput["tools_per_s"] / baseline
+    return {
+        "machine": machine(),
+        "options": options.__dict__,
+        "throughput": throughput,
+        "freshness": freshness,
+        "targets": [
+            {
+                "name": "embedding throughput per worker core >= 200 tools/s",
+                "value": throughput["tools_per_s"],
+                "pass": throughput["tools_per_s"] >= 200,
+            },
+            {
+                "name": f"freshness p95 < 2 s at {options.rate:g} updates/s",
+                "value": freshness["p95_s"],
+                "pass": freshness["p95_s"] < 2.0 and not freshness["unresolved"],
+            },
+        ],
+    }
+
+
+def render_embed(result: dict[str, Any], console: Console) -> None:
+    """The two measurements and the verdicts, as printed by `toolsift bench embed`."""
+    t, f = result["throughput"], result["freshness"]
+    table = Table(title="Embedding pipeline (one worker core)", title_justify="left")
+    for column in ("figure", "value"):
+        table.add_column(column)
+    table.add_row("tools embedded", f"{t['tools']:.0f} in {t['seconds']:.1f} s")
+    table.add_row("pipeline tools/s", f"{t['tools_per_s']:.0f}")
+    table.add_row("in-process backend tools/s (baseline)", f"{t['in_process_tools_per_s']:.0f}")
+    table.add_row("pipeline / in-process", f"{t['pipeline_over_in_process']:.2f}x")
+    table.add_row("updates (achieved rate)", f"{f['updates']:.0f} ({f['achieved_rate']:.1f}/s)")
+    table.add_row(
+        "freshness p50 / p95 / max s", f"{f['p50_s']:.2f} / {f['p95_s']:.2f} / {f['max_s']:.2f}"
+    )
+    table.add_row("writes never embedded", f"{f['unresolved']:.0f}")
+    console.print(table)
+    for target in result["targets"]:
+        verdict = "[green]PASS[/]" if target["pass"] else "[red]FAIL[/]"
+        console.print(f"{verdict} {target['name']}: {target['value']:.2f}")

@@ -1,0 +1,25 @@
+"""`toolsift bench embed` end to end at tiny sizes: every write it streams gets its vector."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_bench_embed_runs_and_accounts_for_every_write(tmp_path: Path) -> None:
+    out = tmp_path / "embed.json"
+    command = [sys.executable, "-m", "toolsift.cli", "bench", "embed"]
+    command += ["--tools", "256", "--rate", "5", "--duration", "2", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    throughput, freshness = result["throughput"], result["freshness"]
+    assert throughput["tools"] == 256
+    assert throughput["tools_per_s"] > 0
+    assert throughput["in_process_tools_per_s"] > 0
+    assert freshness["updates"] == 10
+    assert freshness["unresolved"] == 0
+    assert 0 < freshness["p50_s"] <= freshness["p95_s"] <= freshness["max_s"]
+    assert "freshness p50 / p95 / max s" in done.stdout
