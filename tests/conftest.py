@@ -50,3 +50,16 @@ def catalog(admin: Caller) -> dict[str, str]:
 def support_agent(admin: Caller, catalog: dict[str, str]) -> Caller:
     """An agent key that may act as support (crm.read + orders.read) or billing."""
     return agent_key(admin, ["support", "billing"])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The cases property tests ran, as each recorded them (xdist ships user_properties back)."""
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("passed", []):
+        for name, value in getattr(report, "user_properties", []):
+            if name == "property_cases":
+                counts[report.nodeid] = int(value)
+    if counts:
+        terminalreporter.write_sep("-", f"property cases: {sum(counts.values())} in total")
+        for nodeid, count in sorted(counts.items()):
+            terminalreporter.write_line(f"{count:6d}  {nodeid}")

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 
 from . import __version__
 from .access import endpoints_admin as access_endpoints
@@ -91,12 +92,24 @@ _HTTP_CODES = {
 }
 
 
-async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+def _allowed(request: Request) -> str:
+    """Every method of the path: Starlette's 405 names only the first route that matched it."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
     """The framework's own errors (unknown route, wrong method, unreadable body) in our shape."""
     assert isinstance(error, HTTPException)
     code = _HTTP_CODES.get(error.status_code, "http_error")
     body = {"error": {"code": code, "message": str(error.detail)}}
-    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+    headers = dict(error.headers or {})
+    if error.status_code == 405:
+        headers["Allow"] = _allowed(request)
+    return JSONResponse(body, status_code=error.status_code, headers=headers)
 
 
 async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
@@ -129,6 +142,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             settings.operator_key,
             settings.embedding_http_token,
             settings.secret_key,
+            settings.metrics_token,
         ],
     )
 

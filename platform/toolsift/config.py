@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     key_pepper: str = "changethis-development-pepper"
     # Bootstrap secret that may create tenants over the API (the CLI needs none).
     operator_key: str | None = None
+    # When set, GET /metrics needs `Authorization: Bearer <token>` (Prometheus'
+    # `authorization` scrape setting); unset, /metrics is open and must not be reachable
+    # from outside (bind or firewall it to the scraper's network).
+    metrics_token: str | None = None
     max_body_bytes: int = 262_144
     # Longest URL query string accepted (413 past it), so a query cannot carry a body's load.
     max_query_bytes: int = 8_192

@@ -74,6 +74,28 @@ class TestHealth:
         assert "toolsift_tenants 1.0" in text
 
 
+class TestMetricsAccess:
+    def test_a_configured_token_is_required(self, settings: Settings, database: Database) -> None:
+        with _client(settings, database, metrics_token="scrape-secret") as client:
+            refused = [
+                client.get("/metrics"),
+                client.get("/metrics", headers={"Authorization": "Bearer scrape-secreT"}),
+                client.get("/metrics", headers={"Authorization": "Basic scrape-secret"}),
+                client.get("/metrics", headers={"Authorization": "Bearer "}),
+            ]
+            allowed = client.get("/metrics", headers={"Authorization": "Bearer scrape-secret"})
+        for response in refused:
+            assert response.status_code == 401
+            assert response.json()["error"]["code"] == "unauthenticated"
+            assert response.headers["www-authenticate"] == "Bearer"
+            assert "toolsift_" not in response.text
+        assert allowed.status_code == 200
+        assert "toolsift_database_up" in allowed.text
+
+    def test_without_a_token_metrics_are_open(self, client: TestClient) -> None:
+        assert client.get("/metrics").status_code == 200
+
+
 class TestRequests:
     def test_request_id_is_kept_or_made(self, client: TestClient) -> None:
         kept = client.get("/healthz", headers={"X-Request-ID": "abc-123"})

@@ -122,3 +122,66 @@ def embed_command(
     if json_path is not None:
         json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
         console.print(f"figures written to {json_path}")
+
+
+@app.command("load")
+def load_command(
+    clients: Annotated[int, typer.Option(min=1, help="Concurrent HTTP clients.")] = 50,
+    duration: Annotated[float, typer.Option(min=1.0, help="Seconds of traffic.")] = 60.0,
+    tenants: Annotated[
+        int, typer.Option(min=1, help="Synthetic tenants (20-50 tools each).")
+    ] = 100,
+    write_share: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of requests that are admin writes.")
+    ] = 0.1,
+    fault: Annotated[
+        str,
+        typer.Option(help="none, postgres-restart, redis-restart or worker-kill (SIGKILL)."),
+    ] = "none",
+    fault_at: Annotated[
+        float | None, typer.Option(min=0.0, help="Seconds into the run (default: a third).")
+    ] = None,
+    outage: Annotated[
+        float, typer.Option(min=0.0, help="Seconds the faulted service stays down.")
+    ] = 2.0,
+    workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of the catalogs, queries and traffic.")] = 7,
+    settle: Annotated[
+        bool, typer.Option(help="Embed the catalogs before measuring (as a server that ran).")
+    ] = True,
+    drain_timeout: Annotated[
+        float, typer.Option(min=1.0, help="Seconds the embedding backlog may take to drain.")
+    ] = 900.0,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
+    ] = None,
+) -> None:
+    """Mixed traffic (selects across every tenant, admin writes) against the served API on a
+    private embedded stack, optionally through a fault; prints throughput, p50/p95/p99, errors
+    and PASS/FAIL per check. Exits 1 when a check fails."""
+    from .loadrun import FAULTS, LoadOptions, render
+    from .loadrun import benchmark as load_benchmark
+
+    if fault not in FAULTS:
+        raise typer.BadParameter(f"must be one of {', '.join(FAULTS)}", param_hint="--fault")
+    console = Console()
+    options = LoadOptions(
+        clients=clients,
+        duration=duration,
+        tenants=tenants,
+        write_share=write_share,
+        fault=fault,
+        fault_at=fault_at,
+        outage=outage,
+        workers=workers,
+        seed=seed,
+        settle=settle,
+        drain_timeout=drain_timeout,
+    )
+    result = load_benchmark(options, log=lambda line: console.log(line))
+    render(result, console)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        console.print(f"figures written to {json_path}")
+    if not all(check["ok"] for check in result["checks"].values()):
+        raise typer.Exit(1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -180,3 +181,120 @@ def run(
         judged=sum(judged),
         cpu_seconds=cpu,
     )
+
+
+# --- mixed traffic: selects and admin writes, for `toolsift bench load` -----------------------
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A tenant's admin key, for the writes of the mixed run."""
+
+    tenant: str  # an id, as text
+    authorization: str
+
+
+@dataclass
+class Sample:
+    """One request of the mixed run: what, when (s since the start), how long, how it ended."""
+
+    kind: str  # "select" or "write"
+    at: float
+    ms: float
+    status: int | None  # None: no HTTP answer (connection refused, reset, timeout)
+    failure: str | None = None
+    tenant: str | None = None  # writes: whose catalog
+    tool: str | None = None  # writes: the tool created
+
+
+def _write_body(name: str) -> bytes:
+    tool = {
+        "name": name,
+        "description": f"Load-run tool {name}: record the order status and refund the payment.",
+        "input_schema": {"type": "object", "properties": {"ref": {"type": "string"}}},
+        "examples": [f"{name} please"],
+    }
+    return json.dumps({"tools": [tool]}).encode()
+
+
+def run_mixed(
+    base_url: str,
+    selects: list[Job],
+    writers: list[Writer],
+    *,
+    clients: int,
+    duration: float,
+    write_share: float,
+    seed: int,
+    timeout: float = 10.0,
+    started: float | None = None,
+) -> list[Sample]:
+    """`clients` threads for `duration` s; each request is a write with probability
+    `write_share` (PUT /admin/v1/tools creating a tool of a random tenant, by a unique name),
+    otherwise the next select. Every request is kept, failures included, for the caller to
+    judge (faults are judged by when and how requests failed). `started`: the
+    `time.perf_counter()` the samples' times count from (default: now)."""
+    check_local(base_url)
+    if not selects or (write_share > 0 and not writers):
+        raise ValueError("no requests to send")
+    sequence = itertools.count()
+    per_client: list[list[Sample]] = [[] for _ in range(clients)]
+    start = time.perf_counter() if started is None else started
+    until = start + duration
+
+    def client_loop(slot: int) -> None:
+        rng = random.Random(f"{seed}:{slot}")
+        samples = per_client[slot]
+        written = 0
+        with httpx.Client(base_url=base_url, timeout=timeout) as client:
+            while (began := time.perf_counter()) < until:
+                tenant = tool = None
+                if rng.random() < write_share:
+                    writer = rng.choice(writers)
+                    written += 1
+                    kind, tenant, tool = "write", writer.tenant, f"load_{slot}_{written}"
+                    method, path = "PUT", "/admin/v1/tools"
+                    authorization, body = writer.authorization, _write_body(tool)
+                else:
+                    item = selects[next(sequence) % len(selects)]
+                    kind, method, path = "select", "POST", "/v1/select"
+                    authorization, body = item.authorization, item.body
+                status: int | None = None
+                failure: str | None = None
+                try:
+                    response = client.request(
+                        method,
+                        path,
+                        content=body,
+                        headers={
+                            "authorization": authorization,
+                            "content-type": "application/json",
+                        },
+                    )
+                    status = response.status_code
+                    if status != 200:
+                        failure = f"HTTP {status}: {response.text[:200]}"
+                except httpx.HTTPError as error:
+                    failure = f"{type(error).__name__}: {error}"
+                finished = time.perf_counter()
+                samples.append(
+                    Sample(
+                        kind,
+                        began - start,
+                        (finished - began) * 1000,
+                        status,
+                        failure,
+                        tenant,
+                        tool,
+                    )
+                )
+
+    threads = [
+        threading.Thread(target=client_loop, args=(i,), name=f"client-{i}", daemon=True)
+        for i in range(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted((s for per in per_client for s in per), key=lambda s: s.at)

@@ -30,6 +30,7 @@ class Tenant:
     tenant_id: UUID
     key_id: UUID
     agent_key: str
+    admin_key: str = ""  # the tenant's admin key, for the writes of `bench load`
 
 
 @dataclass
@@ -90,7 +91,7 @@ def load_tenant(database: Database, catalog: Catalog, *, pepper: str, stats: Loa
     stats.upsert_seconds += sum(batches)
     stats.tenants += 1
     stats.tools += len(catalog.tools)
-    return Tenant(catalog, tenant_id, key.id, key.secret)
+    return Tenant(catalog, tenant_id, key.id, key.secret, created.admin_key.secret)
 
 
 def load_all(

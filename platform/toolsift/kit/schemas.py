@@ -4,7 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from .text import find_nul
+from .text import escape_unstorable, find_unstorable
 
 
 class Schema(BaseModel):
@@ -14,15 +14,19 @@ class Schema(BaseModel):
 
 
 class StoredSchema(Schema):
-    """Input that is stored: PostgreSQL text and jsonb cannot hold NUL, so it is refused here,
+    """Input that is stored: PostgreSQL text and jsonb cannot hold NUL, and no lone surrogate
+    (a JSON escape such as "\\ud800") can be encoded to send them, so both are refused here,
     naming the field, rather than failing in the database."""
 
     @field_validator("*")
     @classmethod
-    def _no_nul(cls, value: Any) -> Any:
-        if (path := find_nul(value)) is not None:
-            where = f" (at {path})".replace("\x00", "\\0") if path else ""
-            raise ValueError(f"NUL characters are not allowed{where}")
+    def _storable(cls, value: Any) -> Any:
+        if (found := find_unstorable(value)) is not None:
+            path, why = found
+            where = f" (at {path})" if path else ""
+            # The path may hold the very characters: show them escaped.
+            where = escape_unstorable(where)
+            raise ValueError(f"{why} are not allowed{where}")
         return value
 
 

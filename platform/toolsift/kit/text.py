@@ -5,26 +5,45 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Control characters, and lone surrogates: a JSON escape such as "\\ud800" decodes to one, and
+# no UTF-8 encoder (psycopg's included) can send it.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def scrub(text: str) -> str:
-    """Query text is plain text: control characters (NUL among them) become spaces."""
+    """Query text is plain text: control characters (NUL among them) and lone surrogates
+    become spaces."""
     return _CONTROL.sub(" ", text)
 
 
-def find_nul(value: Any, path: str = "") -> str | None:
-    """The path of the first string holding NUL (PostgreSQL text and jsonb cannot store it)."""
+# What PostgreSQL text and jsonb cannot hold (NUL), or UTF-8 cannot encode (lone surrogates).
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def unstorable(text: str) -> str | None:
+    """Why the text cannot be stored, or None."""
+    if (found := _UNSTORABLE.search(text)) is None:
+        return None
+    return "NUL characters" if found.group() == "\x00" else "lone surrogates (invalid Unicode)"
+
+
+def escape_unstorable(text: str) -> str:
+    return _UNSTORABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
+def find_unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The path of the first string (or key) that cannot be stored, and why."""
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        return (path, why) if (why := unstorable(value)) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            if "\x00" in str(key):
-                return f"{path}.{key}" if path else str(key)
-            if (found := find_nul(item, f"{path}.{key}" if path else str(key))) is not None:
+            here = f"{path}.{key}" if path else str(key)
+            if why := unstorable(str(key)):
+                return here, why
+            if (found := find_unstorable(item, here)) is not None:
                 return found
     if isinstance(value, list):
         for i, item in enumerate(value):
-            if (found := find_nul(item, f"{path}[{i}]")) is not None:
+            if (found := find_unstorable(item, f"{path}[{i}]")) is not None:
                 return found
     return None

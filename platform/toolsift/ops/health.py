@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from functools import lru_cache
 from typing import Literal
@@ -14,6 +15,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from sqlalchemy import text
 
+from ..kit.errors import ErrorBody
 from ..migrate import head_revision
 from . import metrics
 
@@ -84,9 +86,30 @@ def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=503 if failed else 200)
 
 
-@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+def _metrics_allowed(request: Request) -> bool:
+    token: str | None = request.app.state.settings.metrics_token
+    if not token:
+        return True
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    # Constant time: the comparison does not tell how much of a guess was right.
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {}}},
+        401: {"model": ErrorBody, "description": "TOOLSIFT_METRICS_TOKEN is set and not given"},
+    },
+)
 def prometheus_metrics(request: Request) -> Response:
     """Prometheus text exposition: request counts and latencies, select latency per mode,
-    rate limiting, and database gauges (outbox depth, embedding lag, sync failures)."""
-    body = metrics.exposition(request.app.state.database)
-    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+    rate limiting, and database gauges (outbox depth, embedding lag, sync failures).
+
+    With `TOOLSIFT_METRICS_TOKEN` set, send it as `Authorization: Bearer <token>`."""
+    if not _metrics_allowed(request):
+        body = {"error": {"code": "unauthenticated", "message": "missing or wrong metrics token"}}
+        return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    exposition = metrics.exposition(request.app.state.database)
+    return Response(exposition, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -6,6 +6,10 @@ removed by ORM bulk deletes: its table, primary key, changed columns and a SHA-2
 row before and after. Endpoints need no code of their own, and a new admin table is audited
 the day it gets a model. Derived rows (postings, statistics) and agent traffic are not audit
 events and are skipped.
+
+Entries are chained per tenant (see `AuditEntry`): the flush that writes them takes a
+transaction-scoped advisory lock on the tenant's chain, reads its head, and links each new
+entry to it, so concurrent admin transactions of one tenant append one after the other.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import event, inspect, select
+from sqlalchemy import event, inspect, select, text
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 from sqlalchemy.orm.state import InstanceState
 
 from ..models import AuditEntry, Base
 from ..ops.logging import request_id
 
+GENESIS = "0" * 64
+_LOCK_CHAIN = text("SELECT pg_advisory_xact_lock(hashtextextended(:chain, 0))")
 # Rows written as a consequence of an audited change, not as a change of their own.
 NOT_AUDITED = frozenset({"audit_log", "tool_terms", "term_stats", "corpus_stats"})
 _ACTOR = "audit_actor"
@@ -47,6 +53,50 @@ def _table(mapper: Any) -> str:
 def row_hash(values: dict[str, Any]) -> str:
     canonical = json.dumps(values, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def entry_hash(entry: AuditEntry) -> str:
+    """SHA-256 of every column of the entry, `prev_hash` included (the link)."""
+    return row_hash(
+        {
+            "tenant_id": str(entry.tenant_id),
+            "seq": entry.seq,
+            "id": str(entry.id),
+            # One instant, one text, whatever time zone the value was read back in.
+            "created_at": entry.created_at.astimezone(UTC).isoformat(),
+            "actor": entry.actor,
+            "actor_key_id": str(entry.actor_key_id) if entry.actor_key_id else None,
+            "request_id": entry.request_id,
+            "action": entry.action,
+            "table_name": entry.table_name,
+            "row_key": entry.row_key,
+            "changed": list(entry.changed),
+            "before_hash": entry.before_hash,
+            "after_hash": entry.after_hash,
+            "prev_hash": entry.prev_hash,
+        }
+    )
+
+
+def _chain(session: Session, entries: list[AuditEntry]) -> None:
+    """Give each unchained entry its place: after the tenant's head, in creation order."""
+    tenants = sorted({e.tenant_id for e in entries}, key=str)  # one lock order: no deadlock
+    with session.no_autoflush:
+        for tenant_id in tenants:
+            session.execute(_LOCK_CHAIN, {"chain": f"audit:{tenant_id}"})
+            head = session.execute(
+                select(AuditEntry.seq, AuditEntry.entry_hash)
+                .where(AuditEntry.tenant_id == tenant_id, AuditEntry.seq.is_not(None))
+                .order_by(AuditEntry.seq.desc())
+                .limit(1)
+            ).first()
+            seq, prev = (head.seq, head.entry_hash) if head else (0, GENESIS)
+            for entry in sorted(
+                (e for e in entries if e.tenant_id == tenant_id), key=lambda e: e.created_at
+            ):
+                seq += 1
+                entry.seq, entry.prev_hash = seq, prev
+                entry.entry_hash = prev = entry_hash(entry)
 
 
 def _hashed_columns(state: InstanceState[Any]) -> list[Any]:
@@ -141,6 +191,10 @@ def _record(session: Session, _flush: UOWTransaction, _instances: object) -> Non
         state = inspect(obj)
         if _audited(state):
             entries.append(_entry(actor, state, "delete", _current(state, new=False), None, []))
+    # With those a bulk delete queued (see below), still unchained.
+    queued = [o for o in session.new if isinstance(o, AuditEntry) and o.seq is None]
+    if entries or queued:
+        _chain(session, [*queued, *entries])
     session.add_all(entries)
 
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
 from . import audit as _hooks  # noqa: F401  (registers the flush hook)
-from .schemas import AuditPage, AuditRead
+from .schemas import AuditChain, AuditPage, AuditRead
 from .service import audit as audit_service
 
 router = APIRouter(prefix="/audit", tags=["audit"], responses=ERRORS)
@@ -25,3 +25,10 @@ def list_audit(
     columns) and SHA-256 hashes of the row before and after."""
     rows, cursor = audit_service.page(ctx.session, before=before, limit=limit)
     return AuditPage(items=[AuditRead.model_validate(r) for r in rows], next_cursor=cursor)
+
+
+@router.get("/verify", response_model=AuditChain)
+def verify_audit(ctx: AdminContext) -> AuditChain:
+    """Check this tenant's audit hash chain: each entry's hash covers the entry and the
+    previous entry's hash. `broken_at` names the first entry that fails."""
+    return audit_service.verify(ctx.session)

@@ -4,7 +4,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..kit.schemas import ReadSchema
 
@@ -21,8 +21,24 @@ class AuditRead(ReadSchema):
     changed: list[str]
     before_hash: str | None
     after_hash: str | None
+    seq: int | None
+    prev_hash: str | None
+    entry_hash: str | None
 
 
 class AuditPage(BaseModel):
     items: list[AuditRead]
     next_cursor: str | None
+
+
+class ChainBreak(BaseModel):
+    id: UUID
+    seq: int
+    reason: str
+
+
+class AuditChain(BaseModel):
+    ok: bool
+    entries: int = Field(description="Chained entries that verified, oldest first.")
+    head: str = Field(description="Hash of the last verified entry; keep a copy elsewhere.")
+    broken_at: ChainBreak | None = None

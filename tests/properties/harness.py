@@ -1,0 +1,158 @@
+"""The two ways a case reaches the select service, and the property each case must satisfy.
+
+In process: the real service through the real database and row-level security, as the
+endpoint calls it (one transaction per select, agent scope, roles narrowed in SQL), so a case
+costs two selects and no HTTP. Over HTTP: real keys, authentication, JSON on the wire and
+error bodies, with bodies encoded with `ensure_ascii` so that text that is not valid UTF-8 on
+its own (lone surrogates) reaches the server as JSON escapes, as any client may send it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolsift.db import Database
+from toolsift.embedding.base import EmbeddingBackend
+from toolsift.errors import AppError
+from toolsift.selection.schemas import SelectRequest
+from toolsift.selection.service import selection
+
+from .world import Caller, World, callers, check_error, check_selection, requests
+
+# Cases per mode: 3 x (3,000 + 400) = 10,200 in all; the run's summary line adds up what ran.
+# The variables only lower them for a quick local run.
+IN_PROCESS_CASES = int(os.environ.get("TOOLSIFT_TEST_PROPERTY_CASES", "3000"))
+HTTP_CASES = int(os.environ.get("TOOLSIFT_TEST_HTTP_CASES", "400"))
+
+Answer = tuple[int, dict[str, Any]]
+
+# A lone surrogate: legal as a JSON string escape, yet no character (not encodable as UTF-8).
+surrogates = st.builds(
+    lambda c, rest: c + rest,
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+    st.sampled_from(["", "x", " "]),
+)
+
+
+def select_in_process(
+    database: Database, embedder: EmbeddingBackend, caller: Caller, body: dict[str, Any]
+) -> Answer:
+    """What the endpoint would answer: status and JSON body (as serialised, without nulls)."""
+    request = SelectRequest.model_validate(body)
+    principal = caller.tenant.principal(caller.key)
+    try:
+        # An agent's transaction starts with no permission; roles narrow it inside select().
+        with database.unit_of_work(principal.tenant_id, permissions="") as session:
+            response = selection.select(session, principal, request, embedder)
+    except AppError as error:
+        return error.status_code, error.body()["error"]
+    return 200, response.model_dump(mode="json", exclude_none=True)
+
+
+def select_over_http(client: TestClient, caller: Caller, body: dict[str, Any]) -> Answer:
+    response = client.post(
+        "/v1/select",
+        content=json.dumps(body, ensure_ascii=True).encode(),
+        headers={
+            "authorization": f"Bearer {caller.key.secret}",
+            "content-type": "application/json",
+        },
+    )
+    answer = response.json()
+    return response.status_code, answer if response.status_code == 200 else answer["error"]
+
+
+def _without_id(answer: Answer) -> Answer:
+    status, body = answer
+    return status, {k: v for k, v in body.items() if k != "selection_id"}
+
+
+def check_case(
+    world: World, caller: Caller, body: dict[str, Any], send: Callable[[], Answer]
+) -> None:
+    """Nothing foreign or forbidden in the answer, whatever it is; the same answer twice."""
+    first = send()
+    status, answer = first
+    if status == 200:
+        check_selection(world, caller, body, answer)
+    else:
+        check_error(world, caller, status, answer)
+    second = send()
+    assert _without_id(second) == _without_id(first), "same input, different output"
+    if status == 200:
+        assert second[1]["selection_id"] != answer["selection_id"]
+
+
+def _settings(cases: int) -> settings:
+    return settings(
+        max_examples=cases,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def run_in_process(
+    mode: str,
+    world: World,
+    database: Database,
+    embedder: EmbeddingBackend,
+    record_property: Callable[[str, object], None],
+) -> None:
+    cases = 0
+
+    @_settings(IN_PROCESS_CASES)
+    @given(caller=callers(world), body=requests(world, mode))
+    def holds(caller: Caller, body: dict[str, Any]) -> None:
+        nonlocal cases
+        if caller.roles is not None:
+            body = {**body, "roles": caller.roles}
+        check_case(world, caller, body, lambda: select_in_process(database, embedder, caller, body))
+        cases += 1
+
+    holds()
+    record_property("property_cases", cases)
+    assert cases >= IN_PROCESS_CASES
+
+
+def run_over_http(
+    mode: str, world: World, client: TestClient, record_property: Callable[[str, object], None]
+) -> None:
+    cases = 0
+
+    @_settings(HTTP_CASES)
+    @given(
+        caller=callers(world),
+        body=requests(world, mode),
+        odd=st.one_of(
+            st.none(), st.tuples(st.sampled_from(["plan", "content", "block"]), surrogates)
+        ),
+    )
+    def holds(caller: Caller, body: dict[str, Any], odd: tuple[str, str] | None) -> None:
+        nonlocal cases
+        if caller.roles is not None:
+            body = {**body, "roles": caller.roles}
+        where, text = odd or ("", "")
+        if where == "plan":
+            body = {**body, "task": {**body["task"], "plan": body["task"]["plan"] + text}}
+        elif where:
+            content: Any = text if where == "content" else [{"type": "text", "text": text}]
+            body = {**body, "messages": [*body["messages"], {"role": "user", "content": content}]}
+        if where == "plan":
+            # A plain string field: refused, naming it. Message text is scrubbed, as NUL is.
+            status, answer = select_over_http(client, caller, body)
+            assert (status, answer.get("field")) == (422, "task.plan"), (status, answer)
+        else:
+            check_case(world, caller, body, lambda: select_over_http(client, caller, body))
+        cases += 1
+
+    holds()
+    record_property("property_cases", cases)
+    assert cases >= HTTP_CASES
