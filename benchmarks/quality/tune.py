@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -138,7 +139,14 @@ class VectorCache:
         return np.stack([self.vectors[self.key(t)] for t in texts])
 
     def save(self) -> None:
-        np.savez(self.path, **self.vectors)
+        """Merged with what another run stored meanwhile, and renamed into place whole."""
+        if self.path.exists():
+            with contextlib.suppress(Exception), np.load(self.path) as stored:
+                for k in stored.files:
+                    self.vectors.setdefault(k, stored[k])
+        partial = self.path.with_suffix(f".{os.getpid()}.npz")
+        np.savez(partial, **self.vectors)
+        partial.replace(self.path)
         self.dirty = False
 
 
@@ -182,6 +190,12 @@ class Tuner:
         return [build(q.text) for q in prepared.dataset.queries]
 
     def bm25(self, prepared: Prepared, config: Config) -> list[list[int]]:
+        return [ids for ids, _ in self.bm25_scored(prepared, config)]
+
+    def bm25_scored(
+        self, prepared: Prepared, config: Config
+    ) -> list[tuple[list[int], list[float]]]:
+        """Per query: the top tool indices and their BM25 scores, best first."""
         per_field = self._fields(prepared, config.text_search)
         weights = {f: float(getattr(config.weights, f)) for f in FIELDS}
         tfs: list[dict[str, float]] = []
@@ -207,7 +221,7 @@ class Tuner:
         queries = self._queries(prepared, config)
         terms = self.analyser.lexemes(config.text_search, queries)
         k1, b = config.k1, config.b
-        rankings: list[list[int]] = []
+        rankings: list[tuple[list[int], list[float]]] = []
         positions = np.arange(n)
         for query_terms in terms:
             scores = np.zeros(n)
@@ -223,31 +237,41 @@ class Tuner:
                 hit[ids] = True
             candidates = np.flatnonzero(hit)
             order = np.lexsort((positions[candidates], -scores[candidates]))
-            rankings.append([int(c) for c in candidates[order][:CANDIDATE_POOL]])
+            top = candidates[order][:CANDIDATE_POOL]
+            rankings.append(([int(c) for c in top], [float(scores[c]) for c in top]))
         return rankings
 
     def dense(self, prepared: Prepared, config: Config) -> list[list[int]]:
+        return [ids for ids, _ in self.dense_scored(prepared, config)]
+
+    def dense_scored(
+        self, prepared: Prepared, config: Config
+    ) -> list[tuple[list[int], list[float]]]:
+        """Per query: the nearest tool indices and their cosine distances, nearest first."""
         if self.vectors is None:
             raise RuntimeError("dense needs the embedding backend")
         matrix = self.vectors.embed([config.document(t) for t in prepared.dataset.tools])
         queries = self.vectors.embed(self._queries(prepared, config))
         similarity = queries @ matrix.T
-        rankings = []
+        rankings: list[tuple[list[int], list[float]]] = []
         positions = np.arange(matrix.shape[0])
         for row in similarity:
             # pgvector orders by cosine distance in float8, then registry position.
             distance = 1.0 - row.astype(np.float64)
             order = np.lexsort((positions, distance))[:CANDIDATE_POOL]
-            rankings.append([int(i) for i in order])
+            rankings.append(([int(i) for i in order], [float(distance[i]) for i in order]))
         return rankings
 
     @staticmethod
     def hybrid(
-        lexical: list[list[int]], near: list[list[int]], fusion: dense.Fusion
+        lexical: list[tuple[list[int], list[float]]],
+        near: list[list[int]],
+        fusion: dense.Fusion,
     ) -> list[list[int]]:
         rankings = []
-        for bm25_ids, dense_ids in zip(lexical, near, strict=True):
-            fused = dense.fuse(bm25_ids, dense_ids, fusion)  # type: ignore[arg-type]
+        for (bm25_ids, scores), dense_ids in zip(lexical, near, strict=True):
+            top = scores[0] if scores else 0.0
+            fused = dense.fuse(bm25_ids, dense_ids, fusion, bm25_top=top)  # type: ignore[arg-type]
             rankings.append(sorted(fused, key=lambda i: (-fused[i], i)))
         return rankings
 
@@ -279,12 +303,14 @@ def evaluate(
     tune, check = halves(prepared.dataset)
     everyone = range(len(prepared.dataset.queries))
     runs: dict[str, list[list[int]]] = {}
+    scored: list[tuple[list[int], list[float]]] = []
     if "bm25" in modes or "hybrid" in modes:
-        runs["bm25"] = tuner.bm25(prepared, config)
+        scored = tuner.bm25_scored(prepared, config)
+        runs["bm25"] = [ids for ids, _ in scored]
     if "dense" in modes or "hybrid" in modes:
         runs["dense"] = tuner.dense(prepared, config)
     if "hybrid" in modes:
-        runs["hybrid"] = tuner.hybrid(runs["bm25"], runs["dense"], config.fusion)
+        runs["hybrid"] = tuner.hybrid(scored, runs["dense"], config.fusion)
     return {
         mode: tuple(recall5(prepared, runs[mode], s) for s in (everyone, tune, check))  # type: ignore[misc]
         for mode in modes
@@ -323,6 +349,8 @@ def main() -> None:
     parser.add_argument("--rrf-k", type=float, default=dense.Fusion().k)
     parser.add_argument("--bm25-weight", type=float, default=dense.Fusion().bm25_weight)
     parser.add_argument("--dense-weight", type=float, default=dense.Fusion().dense_weight)
+    parser.add_argument("--bm25-scale", type=float, default=dense.Fusion().bm25_scale)
+    parser.add_argument("--bm25-floor", type=float, default=dense.Fusion().bm25_floor)
     parser.add_argument("--text-search", default=TEXT_SEARCH_CONFIG)
     parser.add_argument("--weights", default="", help="e.g. name=3,title=2,description=1")
     args = parser.parse_args()
@@ -333,7 +361,9 @@ def main() -> None:
         text_search=args.text_search,
         k1=args.k1,
         b=args.b,
-        fusion=dense.Fusion(args.rrf_k, args.bm25_weight, args.dense_weight),
+        fusion=dense.Fusion(
+            args.rrf_k, args.bm25_weight, args.dense_weight, args.bm25_scale, args.bm25_floor
+        ),
     )
     with session(args.cache, embeddings=bool({"dense", "hybrid"} & set(modes))) as tuner:
         for directory in args.datasets:

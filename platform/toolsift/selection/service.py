@@ -220,7 +220,8 @@ class SelectionService:
         elif mode == "dense":
             scores = {n.tool_id: 1.0 - n.distance for n in near}
         else:
-            scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion)
+            top = lexical[0].score if lexical else 0.0
+            scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion, bm25_top=top)
         far = 2**63
         order = sorted(
             scores,
