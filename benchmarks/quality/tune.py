@@ -15,8 +15,9 @@ product's own pieces:
   so a new document text re-embeds only the texts that changed;
 - fusion is `toolsift.selection.dense.fuse`.
 
-Its figures agree with `toolsift eval` (checked on the untuned configuration, see
-docs/quality.md), but only the eval command's are recorded.
+Its BM25 figures equal `toolsift eval`'s; its dense ones differ a little (vectors computed in
+other batches and threads differ in their last bits, and near-ties change order), see
+docs/quality.md. It guides choices; the figures of record are the eval command's.
 
     python benchmarks/quality/tune.py /path/to/datasets/* --cache /tmp/toolsift-tune
 
