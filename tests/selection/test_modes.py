@@ -81,6 +81,8 @@ class TestFusionSettings:
             ({"bm25_weight": -1}, "settings.fusion.bm25_weight"),
             ({"dense_weight": "heavy"}, "settings.fusion.dense_weight"),
             ({"dense_wieght": 2}, "settings.fusion.dense_wieght"),
+            ({"bm25_scale": 0}, "settings.fusion.bm25_scale"),
+            ({"bm25_floor": 1.5}, "settings.fusion.bm25_floor"),
             ("fast", "settings.fusion"),
         ],
     )
@@ -97,7 +99,7 @@ class TestFusionSettings:
         self, meaning_catalog: Caller, admin: Caller
     ) -> None:
         admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"note": "kept"}}))
-        settings = {"fusion": {"bm25_weight": 0, "dense_weight": 1.0}}
+        settings = {"fusion": {"bm25_weight": 0, "dense_weight": 1.0, "bm25_floor": 0.2}}
         stored = admin.ok(admin.patch("/admin/v1/tenant", {"settings": settings}))["settings"]
         assert stored == {"note": "kept", **settings}
         # Without BM25's weight the fused order is the dense order, whatever the words say.

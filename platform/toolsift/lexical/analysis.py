@@ -66,6 +66,26 @@ def _parameters(schema: dict[str, Any], depth: int = 0) -> tuple[list[str], list
     return names, descriptions
 
 
+def field_texts(
+    *,
+    name: str,
+    title: str | None,
+    description: str,
+    input_schema: dict[str, Any],
+    examples: list[str],
+) -> dict[str, str]:
+    """The text of each weighted field, keyed by its `FieldWeights` attribute."""
+    parameter_names, parameter_descriptions = _parameters(input_schema)
+    return {
+        "name": expand_identifiers(name),
+        "title": expand_identifiers(title or ""),
+        "description": expand_identifiers(description),
+        "parameter_names": " ".join(parameter_names),
+        "parameter_descriptions": expand_identifiers(" ".join(parameter_descriptions)),
+        "examples": expand_identifiers(" ".join(examples)),
+    }
+
+
 def tool_fields(
     *,
     name: str,
@@ -76,13 +96,12 @@ def tool_fields(
     weights: FieldWeights = DEFAULT_WEIGHTS,
 ) -> list[tuple[float, str]]:
     """(weight, text) pairs; each is analysed by to_tsvector and summed into weighted tf."""
-    parameter_names, parameter_descriptions = _parameters(input_schema)
-    fields = [
-        (weights.name, expand_identifiers(name)),
-        (weights.title, expand_identifiers(title or "")),
-        (weights.description, expand_identifiers(description)),
-        (weights.parameter_names, " ".join(parameter_names)),
-        (weights.parameter_descriptions, expand_identifiers(" ".join(parameter_descriptions))),
-        (weights.examples, expand_identifiers(" ".join(examples))),
-    ]
+    texts = field_texts(
+        name=name,
+        title=title,
+        description=description,
+        input_schema=input_schema,
+        examples=examples,
+    )
+    fields = [(float(getattr(weights, field)), text) for field, text in texts.items()]
     return [(weight, text) for weight, text in fields if text.strip() and weight > 0]

@@ -323,7 +323,8 @@ class SelectionService:
         if mode == "dense":
             scores = {i: 1.0 - distance for i, distance in near}
         else:
-            scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion)
+            top = lexical[0][1] if lexical else 0.0
+            scores = dense.fuse(list(bm25_ranks), list(dense_ranks), fusion, bm25_top=top)
         far = 2**63
         order = sorted(
             scores,

@@ -8,7 +8,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from ..access.schemas import KeyCreated
 from ..kit.schemas import ReadSchema, Schema, StoredSchema
-from ..kit.text import find_nul
+from ..kit.text import escape_unstorable, find_unstorable
 
 
 class TenantCreate(StoredSchema):
@@ -19,7 +19,8 @@ _NUMBER: dict[str, Any] = {"strict": True, "allow_inf_nan": False}
 
 
 class FusionSettings(Schema):
-    """Reciprocal rank fusion of hybrid selects: a tool scores sum(weight / (k + rank)).
+    """Reciprocal rank fusion of hybrid selects: a tool scores sum(weight / (k + rank)), the
+    weights split by the query's best BM25 score (see `selection.dense.Fusion`).
 
     Omitted (or null) values take the defaults of `selection.dense.Fusion`.
     """
@@ -27,6 +28,12 @@ class FusionSettings(Schema):
     k: float | None = Field(default=None, gt=0, description="Rank constant, > 0.", **_NUMBER)
     bm25_weight: float | None = Field(default=None, ge=0, **_NUMBER)
     dense_weight: float | None = Field(default=None, ge=0, **_NUMBER)
+    bm25_scale: float | None = Field(
+        default=None, gt=0, description="BM25 score at which both lists weigh the same.", **_NUMBER
+    )
+    bm25_floor: float | None = Field(
+        default=None, ge=0, le=1, description="Least share of the weight BM25 keeps.", **_NUMBER
+    )
 
 
 class TenantSettings(StoredSchema):
@@ -47,11 +54,13 @@ class TenantUpdate(StoredSchema):
 
     @field_validator("settings", mode="before")
     @classmethod
-    def _no_nul_in_extras(cls, value: Any) -> Any:
-        """Unknown settings are stored as given: NUL is refused in them too, before parsing."""
-        if (path := find_nul(value)) is not None:
-            where = f" (at {path})".replace("\x00", "\\0") if path else ""
-            raise ValueError(f"NUL characters are not allowed{where}")
+    def _storable_extras(cls, value: Any) -> Any:
+        """Unknown settings are stored as given: NUL and lone surrogates are refused in them
+        too, before parsing."""
+        if (found := find_unstorable(value)) is not None:
+            path, why = found
+            where = escape_unstorable(f" (at {path})") if path else ""
+            raise ValueError(f"{why} are not allowed{where}")
         return value
 
 

@@ -1,0 +1,80 @@
+"""Rank fusion: the lexical gate, its floor, and tenant overrides."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import pytest
+
+from toolsift.selection.dense import Fusion, fuse
+
+A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
+
+
+def _order(scores: dict[uuid.UUID, float]) -> list[uuid.UUID]:
+    return sorted(scores, key=lambda i: -scores[i])
+
+
+class TestFuse:
+    def test_strong_lexical_match_puts_bm25_first(self) -> None:
+        # A query sharing many rare words with a tool: BM25's first beats dense's first.
+        scores = fuse([A, B], [C, D], Fusion(), bm25_top=40.0)
+        assert _order(scores) == [A, B, C, D]
+        assert scores[A] == pytest.approx((40 / 50) / (3 + 1))
+        assert scores[C] == pytest.approx((10 / 50) / (3 + 1))
+
+    def test_weak_lexical_match_lets_dense_lead(self) -> None:
+        scores = fuse([A, B], [C, D], Fusion(), bm25_top=2.0)
+        assert _order(scores)[0] == C
+        # The floor: BM25 keeps 0.45 of the weight, not 2 / 12.
+        assert scores[A] == pytest.approx(0.45 / 4)
+        assert scores[C] == pytest.approx(0.55 / 4)
+
+    def test_floor_keeps_a_lexical_only_tool_ahead_of_dense_third(self) -> None:
+        # A tool without a vector yet, found by its words alone, still makes a top 3.
+        scores = fuse([A], [B, C, D], Fusion(), bm25_top=0.5)
+        assert A in _order(scores)[:3]
+
+    def test_no_lexical_match_is_dense_alone(self) -> None:
+        scores = fuse([], [C, D], Fusion(), bm25_top=0.0)
+        assert scores == {C: pytest.approx(1 / 4), D: pytest.approx(1 / 5)}
+
+    def test_no_vectors_keeps_the_bm25_order(self) -> None:
+        assert _order(fuse([B, A, C], [], Fusion(), bm25_top=7.0)) == [B, A, C]
+
+    def test_a_tool_in_both_lists_sums_both(self) -> None:
+        fusion = Fusion(k=60.0, bm25_scale=10.0, bm25_floor=0.0)
+        scores = fuse([A, B], [B, A], fusion, bm25_top=10.0)
+        assert scores[A] == pytest.approx(0.5 / 61 + 0.5 / 62)
+        assert scores[A] == pytest.approx(scores[B])
+
+
+class TestFromSettings:
+    def test_defaults_without_settings(self) -> None:
+        assert Fusion.from_settings(None) == Fusion()
+        assert Fusion.from_settings({"fusion": "fast"}) == Fusion()
+
+    def test_valid_values_override(self) -> None:
+        fusion = Fusion.from_settings(
+            {"fusion": {"k": 60, "bm25_scale": 20.5, "bm25_floor": 0, "dense_weight": 0}}
+        )
+        assert fusion == Fusion(k=60.0, bm25_scale=20.5, bm25_floor=0.0, dense_weight=0.0)
+
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [
+            ("k", 0),
+            ("k", -1),
+            ("bm25_scale", 0),
+            ("bm25_floor", 1.5),
+            ("bm25_floor", -0.1),
+            ("bm25_weight", -1),
+            ("dense_weight", math.nan),
+            ("k", True),
+            ("bm25_scale", "10"),
+        ],
+    )
+    def test_invalid_value_falls_back_to_its_default(self, name: str, value: object) -> None:
+        fusion = Fusion.from_settings({"fusion": {name: value}})
+        assert getattr(fusion, name) == getattr(Fusion(), name)
