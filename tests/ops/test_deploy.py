@@ -53,7 +53,15 @@ def _check_cli(argv: list[str]) -> None:
 
 class TestCompose:
     def test_services_and_images(self, services: dict[str, Any]) -> None:
-        assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "beat"}
+        assert set(services) == {
+            "postgres",
+            "redis",
+            "migrate",
+            "api",
+            "worker",
+            "beat",
+            "mcp-listener",
+        }
         assert services["postgres"]["image"] == "pgvector/pgvector:pg18"
         assert services["redis"]["image"].startswith("redis:")
 
@@ -67,7 +75,7 @@ class TestCompose:
 
     def test_order_of_start(self, services: dict[str, Any]) -> None:
         assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-        for name in ("api", "worker", "beat"):
+        for name in ("api", "worker", "beat", "mcp-listener"):
             wanted = services[name]["depends_on"]["migrate"]["condition"]
             assert wanted == "service_completed_successfully"
 
@@ -81,7 +89,7 @@ class TestCompose:
                 if argv[0] == "toolsift":
                     _check_cli(argv)
                     checked += 1
-        assert checked >= 6
+        assert checked >= 8
 
     def test_health_urls_exist_in_the_app(self, services: dict[str, Any]) -> None:
         paths = set(create_app(Settings()).openapi()["paths"])
