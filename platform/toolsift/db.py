@@ -76,7 +76,11 @@ class Database:
         (`toolsift_agent_scope`). Commits on success, rolls back on error, like
         `unit_of_work`; a lost connection leaves the pool and reads as the ORM's error.
         """
-        pooled = self.engine.raw_connection()
+        try:
+            # The pool hands the driver's own error out of a failed connect: wrap it too.
+            pooled = self.engine.raw_connection()
+        except psycopg.OperationalError as error:
+            raise OperationalError("select pipeline connect", None, error) from error
         try:
             conn = pooled.driver_connection
             assert isinstance(conn, psycopg.Connection)

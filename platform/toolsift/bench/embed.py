@@ -15,12 +15,8 @@ and Celery worker (one process, solo pool, one ONNX thread: one worker core):
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import secrets
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,7 +39,7 @@ from ..tools.schemas import ToolUpdate
 from ..tools.service import tool as tool_service
 from .load import LoadStats, load_tenant
 from .run import machine
-from .stack import start_database
+from .stack import Worker, start_database
 from .stats import percentile
 from .synthetic import generate_catalog
 
@@ -65,40 +61,6 @@ def _plain(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://")
 
 
-class _Worker:
-    """A Celery worker with the relay schedule inside, in its own process group."""
-
-    def __init__(self, database_url: str, redis_url: str, work_dir: Path, relay: float) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
-        env.update(
-            TOOLSIFT_DATABASE_URL=database_url,
-            TOOLSIFT_REDIS_URL=redis_url,
-            TOOLSIFT_OUTBOX_RELAY_INTERVAL=str(relay),
-            TOOLSIFT_EMBEDDING_THREADS="1",
-        )
-        argv = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo",
-            "--beat", "--schedule", str(work_dir / "celerybeat-schedule"),
-            "--loglevel", "WARNING",
-        ]  # fmt: skip
-        self.log_file = work_dir / "worker.log"
-        with self.log_file.open("ab") as log:
-            self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, cwd=work_dir, start_new_session=True,
-            )  # fmt: skip
-
-    def stop(self) -> None:
-        if self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-
 def _current_embedded(conn: psycopg.Connection[Any], tenant_id: UUID) -> int:
     """Tools whose current version has its vector."""
     row = conn.execute(
@@ -114,7 +76,7 @@ def _current_embedded(conn: psycopg.Connection[Any], tenant_id: UUID) -> int:
 
 
 def _throughput(
-    conn: psycopg.Connection[Any], tenant_id: UUID, total: int, worker: _Worker
+    conn: psycopg.Connection[Any], tenant_id: UUID, total: int, worker: Worker
 ) -> dict[str, float]:
     """Seconds from the first landed vector to the last; the model load is not counted."""
     first: tuple[float, int] | None = None  # (when, how many) at the first landed vector
@@ -126,7 +88,7 @@ def _throughput(
             first = (now, done)
         if done >= total:
             break
-        if worker.process.poll() is not None:
+        if worker.exited():
             raise RuntimeError(f"the worker exited; see {worker.log_file}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {done} of {total} tools embedded; see {worker.log_file}")
@@ -270,8 +232,18 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
             ]
 
         log("starting a worker (solo pool, one ONNX thread) and timing the backlog")
-        worker = _Worker(database_url, redis_url, work_dir, options.relay_interval)
+        worker = Worker(
+            database_url,
+            redis_url,
+            work_dir,
+            settings={
+                "outbox_relay_interval": str(options.relay_interval),
+                "embedding_threads": "1",
+            },
+            pool="solo",
+        )
         stack.callback(worker.stop)
+        worker.start()
         throughput = _throughput(conn, tenant.tenant_id, len(tool_ids), worker)
         log(f"streaming {options.rate:g} updates/s for {options.duration:g} s")
         freshness = _stream(database, conn, tenant.tenant_id, tool_ids, options)

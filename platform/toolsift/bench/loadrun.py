@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,7 +34,7 @@ from . import httpload
 from .httpload import Sample, Writer
 from .load import analyze, load_all
 from .run import PEPPER, machine
-from .stack import ApiServer, sigterm_as_interrupt, start_database
+from .stack import ApiServer, Worker, sigterm_as_interrupt, start_database
 from .stats import Latency
 from .synthetic import Sizes, generate
 
@@ -61,56 +58,6 @@ class LoadOptions:
     seed: int = 7
     settle: bool = True  # embed the initial catalogs before measuring
     drain_timeout: float = 900.0  # seconds the settle and the final drain may each take
-
-
-class Worker:
-    """`celery -A workers worker --beat` in its own process group, so a kill takes beat too."""
-
-    def __init__(self, database_url: str, redis_url: str, work_dir: Path) -> None:
-        self.work_dir = work_dir
-        self.log_file = work_dir / "worker.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
-        self.env.update(
-            TOOLSIFT_DATABASE_URL=database_url,
-            TOOLSIFT_REDIS_URL=redis_url,
-            TOOLSIFT_KEY_PEPPER=PEPPER,
-            TOOLSIFT_OUTBOX_RELAY_INTERVAL="0.5",
-            # Short, so jobs a killed worker held are published again within the run.
-            TOOLSIFT_OUTBOX_LEASE_SECONDS="10",
-        )
-        self._proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        schedule = self.work_dir / f"celerybeat-schedule-{self.starts}"
-        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--concurrency", "1"]
-        argv += ["--beat", "--schedule", str(schedule), "--loglevel", "WARNING"]
-        with self.log_file.open("ab") as log:
-            self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env, cwd=self.work_dir, start_new_session=True,
-            )  # fmt: skip
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group: no chance to ack, requeue or finish a batch."""
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 @contextlib.contextmanager
@@ -329,7 +276,17 @@ def benchmark(options: LoadOptions, log: Callable[[str], None] = lambda _: None)
         log(f"loading {len(catalogs)} tenants, {sum(len(c.tools) for c in catalogs)} tools")
         tenants, _ = load_all(database, catalogs, pepper=PEPPER)
         analyze(url)
-        worker = Worker(url, redis_url, work)
+        worker = Worker(
+            url,
+            redis_url,
+            work,
+            settings={
+                "key_pepper": PEPPER,
+                "outbox_relay_interval": "0.5",
+                # Short, so jobs a killed worker held are published again within the run.
+                "outbox_lease_seconds": "10",
+            },
+        )
         stack.callback(worker.stop)
         worker.start()
         if options.settle:

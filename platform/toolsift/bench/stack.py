@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -136,16 +136,73 @@ class ApiServer:
     def stop(self) -> None:
         """SIGTERM to the server's own process group, SIGKILL after 10 s."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
+        stop_group(proc, grace=10.0)
+
+
+def stop_group(proc: subprocess.Popen[bytes] | None, *, grace: float) -> None:
+    """SIGTERM to a child's own process group, SIGKILL if it is still there after `grace` s."""
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+class Worker:
+    """`celery -A workers worker --beat` in its own process group, so a kill takes beat too.
+
+    `settings` become `TOOLSIFT_<NAME>` variables of the worker (nothing else of ours is
+    inherited); `pool="solo"` runs tasks in the worker process itself (one core).
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        redis_url: str,
+        work_dir: Path,
+        *,
+        settings: Mapping[str, str] | None = None,
+        pool: str | None = None,
+    ) -> None:
+        self.work_dir = work_dir
+        self.log_file = work_dir / "worker.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+        self.env.update(TOOLSIFT_DATABASE_URL=database_url, TOOLSIFT_REDIS_URL=redis_url)
+        self.env.update({f"TOOLSIFT_{k.upper()}": v for k, v in (settings or {}).items()})
+        self.pool = pool
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        schedule = self.work_dir / f"celerybeat-schedule-{self.starts}"
+        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--concurrency", "1"]
+        argv += ["--pool", self.pool] if self.pool else []
+        argv += ["--beat", "--schedule", str(schedule), "--loglevel", "WARNING"]
+        with self.log_file.open("ab") as log:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=self.env, cwd=self.work_dir, start_new_session=True,
+            )  # fmt: skip
+
+    def exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def kill(self) -> None:
+        """SIGKILL to the whole group: no chance to ack, requeue or finish a batch."""
+        if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        stop_group(proc, grace=20.0)
 
 
 @contextlib.contextmanager

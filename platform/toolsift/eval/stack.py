@@ -8,14 +8,11 @@ order by the caller's ExitStack, on success, error or Ctrl-C.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bench.stack import ApiServer, start_database
+from ..bench.stack import ApiServer, Worker, start_database
 from ..db import Database
 from ..embedded.redis import EmbeddedRedis
 from ..tenants.schemas import TenantCreate
@@ -26,35 +23,6 @@ from ..tenants.service import tenant as tenant_service
 class Served:
     url: str
     admin_key: str
-
-
-def _worker(database_url: str, redis_url: str, work_dir: Path) -> subprocess.Popen[bytes]:
-    """A Celery worker with an embedded beat (the outbox relay is a beat task)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
-    env.update(TOOLSIFT_DATABASE_URL=database_url, TOOLSIFT_REDIS_URL=redis_url)
-    argv = [
-        sys.executable, "-m", "celery", "-A", "workers", "worker", "--beat",
-        "--loglevel", "WARNING", "--concurrency", "1",
-        "--schedule", str(work_dir / "celerybeat-schedule"),
-    ]  # fmt: skip
-    log = (work_dir / "worker.log").open("ab")
-    try:
-        return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env, cwd=work_dir, start_new_session=True,
-        )  # fmt: skip
-    finally:
-        log.close()
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 def start(work_dir: Path, stack: contextlib.ExitStack, *, embeddings: bool) -> Served:
@@ -74,8 +42,9 @@ def start(work_dir: Path, stack: contextlib.ExitStack, *, embeddings: bool) -> S
         redis = EmbeddedRedis(work_dir / "redis")
         stack.callback(redis.stop)
         redis_url = redis.start()
-        worker = _worker(database_url, redis_url, work_dir)
-        stack.callback(_stop, worker)
+        worker = Worker(database_url, redis_url, work_dir)
+        stack.callback(worker.stop)
+        worker.start()
     api = ApiServer(database_url, workers=1, pepper=pepper, work_dir=work_dir)
     stack.callback(api.stop)
     return Served(api.start(), created.admin_key.secret)
