@@ -343,7 +343,15 @@ class SelectionService:
         rows = conn.execute(statements.DEFINITIONS, {"tenant_id": tenant_id, "ids": ids}).fetchall()
         return {
             row[0]: render(
-                Tool(name=row[1], title=row[2], description=row[3], input_schema=row[4]), fmt
+                Tool(
+                    name=row[1],
+                    title=row[2],
+                    description=row[3],
+                    input_schema=row[4],
+                    output_schema=row[5],
+                    annotations=row[6],
+                ),
+                fmt,
             )
             for row in rows
         }

@@ -71,7 +71,8 @@ ENTRIES = f"""
 """  # noqa: S608 - built from constants, values are bound
 
 DEFINITIONS = """
-    SELECT id::text, name, title, description, input_schema FROM tools
+    SELECT id::text, name, title, description, input_schema, output_schema, annotations
+    FROM tools
     WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s::uuid[])
 """
 
