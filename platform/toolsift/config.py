@@ -22,6 +22,11 @@ def normalise_database_url(url: str) -> str:
     return url
 
 
+def libpq_url(url: str) -> str:
+    """The same URL for `psycopg.connect`, which knows no SQLAlchemy driver suffix."""
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TOOLSIFT_", env_file=".env", env_ignore_empty=True, extra="ignore"

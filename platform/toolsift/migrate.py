@@ -14,7 +14,7 @@ from psycopg import sql
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
-from .config import normalise_database_url
+from .config import libpq_url, normalise_database_url
 
 # alembic.ini and migrations/ sit at the project root (an installed image sets the variable).
 ROOT = Path(os.environ.get("TOOLSIFT_PROJECT_DIR") or Path(__file__).resolve().parents[2])
@@ -41,7 +41,7 @@ def current_revision(connection: Connection) -> str | None:
 
 def ensure_database(server_url: str, name: str, *, template: str | None = None) -> str:
     """Create database `name` on the server if missing; returns its URL."""
-    plain = server_url.replace("postgresql+psycopg://", "postgresql://")
+    plain = libpq_url(server_url)
     with psycopg.connect(plain, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:

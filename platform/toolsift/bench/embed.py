@@ -31,6 +31,7 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
+from ..config import libpq_url
 from ..db import ALL_PERMISSIONS, Database
 from ..embedded.redis import EmbeddedRedis
 from ..embedding.onnx import OnnxBackend
@@ -55,10 +56,6 @@ class EmbedOptions:
     seed: int = 7
     relay_interval: float = 1.0  # the product's default beat interval for the relay
     writers: int = 4  # threads issuing the updates, so one slow commit does not stall the rate
-
-
-def _plain(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 def _current_embedded(conn: psycopg.Connection[Any], tenant_id: UUID) -> int:
@@ -218,7 +215,7 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
         redis_url = redis.start()
         database = Database(database_url, pool_size=options.writers)
         stack.callback(database.dispose)
-        conn = stack.enter_context(psycopg.connect(_plain(database_url), autocommit=True))
+        conn = stack.enter_context(psycopg.connect(libpq_url(database_url), autocommit=True))
 
         catalog = generate_catalog("embed", options.tools, seed=options.seed, queries=0)
         log(f"importing {len(catalog.tools)} tools with no worker running")

@@ -11,6 +11,7 @@ import psycopg
 
 from ..access.schemas import KeyCreate, PermissionCreate, RoleCreate
 from ..access.service import access
+from ..config import libpq_url
 from ..db import ALL_PERMISSIONS, Database
 from ..tenants.schemas import TenantCreate
 from ..tenants.service import tenant as tenant_service
@@ -113,8 +114,7 @@ def load_all(
 def analyze(owner_url: str) -> float:
     """VACUUM ANALYZE as the owner: a server that has run a while has planner statistics."""
     started = time.perf_counter()
-    plain = owner_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as conn:
+    with psycopg.connect(libpq_url(owner_url), autocommit=True) as conn:
         conn.execute("VACUUM (ANALYZE)")
     return time.perf_counter() - started
 

@@ -28,6 +28,7 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
+from ..config import libpq_url
 from ..db import Database
 from ..embedded import EmbeddedRedis
 from . import httpload
@@ -106,7 +107,7 @@ _LOAD_TOOLS = (
 
 
 def _owner(url: str) -> psycopg.Connection[tuple[Any, ...]]:
-    return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
+    return psycopg.connect(libpq_url(url), autocommit=True)
 
 
 def backlog(owner_url: str) -> tuple[int, int]:
