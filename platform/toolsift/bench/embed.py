@@ -34,6 +34,7 @@ from rich.table import Table
 from ..config import libpq_url
 from ..db import ALL_PERMISSIONS, Database
 from ..embedded.redis import EmbeddedRedis
+from ..embedding.base import EmbeddingConfig
 from ..embedding.onnx import OnnxBackend
 from ..embedding.service import document_text
 from ..tools.schemas import ToolUpdate
@@ -97,9 +98,11 @@ def _throughput(
 
 
 def _in_process_rate(texts: list[str]) -> float:
-    """The same texts through the same backend, no pipeline: the baseline of the ratio."""
-    backend = OnnxBackend(threads=1, batch_size=64)
-    backend.embed(texts[:64])
+    """The same texts through the backend as the worker configures it (one thread, the
+    default batch size), no pipeline: the baseline of the ratio."""
+    batch = EmbeddingConfig().embedding_batch_size
+    backend = OnnxBackend(threads=1, batch_size=batch)
+    backend.embed(texts[:batch])
     started = time.perf_counter()
     backend.embed(texts)
     return len(texts) / (time.perf_counter() - started)
