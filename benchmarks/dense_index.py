@@ -4,7 +4,7 @@
 
 Loads the benchmark's synthetic tenants into a private embedded PostgreSQL, embeds them with
 the default ONNX model, and then, for the big, the huge and a few small tenants, times the
-dense statement of the select path (`selection.dense.SCORE_ENTRIES`, LIMIT 100, as the
+dense list of the select path (`toolsift_select`, migration 0008, LIMIT 100, as the
 agent: RLS on, a prepared statement) in three set-ups:
 
 1. exact: as migrated, the primary key (tenant_id, tool_id, model) narrows to one tenant;
@@ -34,8 +34,6 @@ from toolsift.bench.stack import start_database
 from toolsift.bench.synthetic import Sizes, generate
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
-from toolsift.selection import dense
-from toolsift.selection.statements import APPLY_ROLES, compiled
 
 PEPPER = "dense-index-pepper"
 LIMIT = 100
@@ -43,8 +41,25 @@ DIMENSION = 384
 HNSW_ORDER = "e.embedding::vector(384) <=> CAST(%(query)s AS vector(384))"
 
 
+# What roles the agent acts in, applied to the transaction as the select path does.
+APPLY_ROLES = """
+    SELECT set_config('app.permissions',
+                      coalesce(string_agg(DISTINCT rp.permission_id::text, ','), ''), true)
+    FROM role_permissions rp JOIN roles r ON r.tenant_id = rp.tenant_id AND r.id = rp.role_id
+    WHERE r.tenant_id = %(tenant_id)s AND r.name = ANY(%(roles)s::text[])
+"""
+# The dense list of `toolsift_select` (migration 0008), with a tool column to compare by.
+DENSE = """
+    SELECT e.tool_id::text, e.embedding <=> CAST(%(query)s AS vector) AS distance
+    FROM tool_embeddings e
+    WHERE e.tenant_id = %(tenant_id)s AND e.model = %(model)s
+    ORDER BY distance, e.position
+    LIMIT %(limit)s
+"""
+
+
 def _statement(hnsw: bool) -> str:
-    sql = compiled(dense.SCORE_ENTRIES)
+    sql = DENSE
     if hnsw:
         # The expression the index is built on; the distance column is the same value.
         sql = sql.replace("ORDER BY distance, e.position", f"ORDER BY {HNSW_ORDER}")

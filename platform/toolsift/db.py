@@ -51,6 +51,15 @@ class Database:
             pool_recycle=3600,
         )
         event.listen(self.engine, "connect", _as_app_role)
+        # The select path's single statements: autocommit, no pre-ping (see `autocommit`).
+        self.hot_engine: Engine = create_engine(
+            normalise_database_url(url),
+            isolation_level="AUTOCOMMIT",
+            pool_size=pool_size,
+            max_overflow=max_overflow,
+            pool_recycle=3600,
+        )
+        event.listen(self.hot_engine, "connect", _as_app_role)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self.sessions, "after_begin", _apply_scope)
 
@@ -68,34 +77,37 @@ class Database:
             yield session
 
     @contextmanager
-    def pipelined(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction on a pooled driver connection, whose statements queue in a pipeline
-        until a result is read: the select hot path's unit of work.
+    def autocommit(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled driver connection in autocommit: one statement is its own transaction,
+        sent in one round trip with no BEGIN or COMMIT (the select hot path).
 
-        No tenant is set here: the first statement must scope the transaction itself
-        (`toolsift_agent_scope`). Commits on success, rolls back on error, like
-        `unit_of_work`; a lost connection leaves the pool and reads as the ORM's error.
+        This pool does not ping a connection before handing it out, which would be a second
+        round trip. A connection that died idle in it (a database restart) fails its
+        statement instead, which reads as the ORM's OperationalError (a 503), and the whole
+        pool is dropped then, so the connections that died with it fail no later request.
+        No tenant is set here: the statement must scope itself (`toolsift_select`).
         """
         try:
             # The pool hands the driver's own error out of a failed connect: wrap it too.
-            pooled = self.engine.raw_connection()
+            pooled = self.hot_engine.raw_connection()
         except psycopg.OperationalError as error:
-            raise OperationalError("select pipeline connect", None, error) from error
+            raise OperationalError("autocommit connect", None, error) from error
         try:
             conn = pooled.driver_connection
             assert isinstance(conn, psycopg.Connection)
-            with conn.pipeline(), conn.transaction():
-                yield conn
+            yield conn
         except psycopg.OperationalError as error:
             pooled.invalidate(error)
+            self.hot_engine.dispose()
             raise OperationalError(
-                "select pipeline", None, error, connection_invalidated=True
+                "autocommit statement", None, error, connection_invalidated=True
             ) from error
         finally:
             pooled.close()
 
     def dispose(self) -> None:
         self.engine.dispose()
+        self.hot_engine.dispose()
 
 
 def _encode(permissions: str | Sequence[UUID]) -> str:

@@ -1,4 +1,4 @@
-"""The pipelined select path against the statements it replaced and the policies it relies on."""
+"""The one-statement select path against the reference scores and the policies it relies on."""
 
 from __future__ import annotations
 
@@ -52,11 +52,28 @@ class TestScores:
 
 
 class TestScopeFunction:
-    def test_runs_as_its_caller(self, owner_conn: OwnerConn) -> None:
+    @pytest.mark.parametrize("name", ["toolsift_agent_scope", "toolsift_select", "toolsift_bm25"])
+    def test_runs_as_its_caller(self, owner_conn: OwnerConn, name: str) -> None:
         row = owner_conn.execute(
-            "SELECT prosecdef, proconfig FROM pg_proc WHERE proname = 'toolsift_agent_scope'"
+            "SELECT prosecdef, proconfig FROM pg_proc WHERE proname = %s", (name,)
         ).fetchone()
         assert row == (False, None)
+
+    def test_without_a_key_it_serves_only_the_tenant_the_transaction_is_scoped_to(
+        self, support_agent: Caller, database_url: str
+    ) -> None:
+        tenant_id, key_id = _parts(support_agent)
+        plain = database_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(plain) as conn:
+            conn.execute("SET ROLE toolsift_app")
+            with pytest.raises(psycopg.Error) as raised:
+                conn.execute(
+                    "SELECT toolsift_select(%s, %s, NULL, NULL, gen_random_uuid(), 'refund',"
+                    " 'english', 1.2, 0.75, 100, 'bm25', NULL, NULL, '{}', 5, 4000,"
+                    " 'anthropic', false, 0)",
+                    (tenant_id, key_id),
+                )
+        assert raised.value.sqlstate == "TSA04"
 
     def test_binds_even_a_superuser_caller_to_row_level_security(
         self, support_agent: Caller, database_url: str

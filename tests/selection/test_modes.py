@@ -144,3 +144,51 @@ class TestQueryEmbeddingCache:
         assert again["candidates"] == first["candidates"]
         meaning_catalog.ok(meaning_catalog.select(QUERY + " now", k=1))
         assert embedder.stats().misses == before.misses + 1
+
+
+class TestServedFusion:
+    """The fusion runs in SQL (`toolsift_select`); `dense.fuse` is its model for tuning."""
+
+    @pytest.mark.parametrize(
+        "fusion",
+        [
+            {},
+            {"k": 30, "bm25_weight": 2.0, "dense_weight": 0.5},
+            {"bm25_scale": 0.5, "bm25_floor": 0.9},
+        ],
+    )
+    def test_scores_are_the_python_model_s_floats(
+        self, meaning_catalog: Caller, admin: Caller, fusion: dict[str, float]
+    ) -> None:
+        from toolsift.selection.dense import Fusion, fuse
+
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion}}))
+        for query in ("get the shipping status of an order", "cancel my subscription", "order"):
+            lexical = meaning_catalog.ok(
+                meaning_catalog.select(query, mode="bm25", k=50, debug=True)
+            )["candidates"]
+            served = meaning_catalog.ok(meaning_catalog.select(query, k=50, debug=True))
+            by_rank = sorted(served["candidates"], key=lambda c: c.get("dense_rank") or 99)
+            dense_ids = [c["name"] for c in by_rank if "dense_rank" in c]
+            expected = fuse(
+                [c["name"] for c in lexical],
+                dense_ids,
+                Fusion(**fusion),
+                bm25_top=lexical[0]["score"] if lexical else 0.0,
+            )
+            # Floats compared with ==: the same operations in the same order.
+            assert {c["name"]: c["score"] for c in served["candidates"]} == expected
+
+    def test_settings_stored_out_of_bounds_fall_back_per_field(
+        self, meaning_catalog: Caller, admin: Caller, owner_conn: OwnerConn
+    ) -> None:
+        query = "get the shipping status of an order"
+        default = meaning_catalog.ok(meaning_catalog.select(query, k=50, debug=True))
+        # As written before settings were validated: bad values, not refused by the API.
+        owner_conn.execute(
+            """UPDATE tenants SET settings = '{"fusion": {"k": -1, "bm25_weight": "x",
+               "dense_weight": true, "bm25_scale": 1e400, "bm25_floor": 2}}' WHERE id = %s""",
+            (admin.tenant_id,),
+        )
+        fallen = meaning_catalog.ok(meaning_catalog.select(query, k=50, debug=True))
+        assert fallen["candidates"] == default["candidates"]

@@ -88,12 +88,15 @@ def presented_key(
     return AgentKey(parsed.tenant_id, parsed.key_id, key_hash)
 
 
-def admit(request: Request, principal: Principal) -> None:
-    """After authentication: the rate limit, and the caller for the access log."""
+def limit(request: Request, key_hash: str, scope: str) -> None:
+    """The key's rate limit, counted by the presented key's HMAC.
+
+    The select path counts before its one statement has checked the key: a wrong secret
+    then spends a budget of its own, never the real key's.
+    """
     limiter = request.app.state.rate_limiter
     if limiter is not None:
-        limiter.check(principal.key_id, principal.scope)
-    request.state.principal = principal
+        limiter.check(key_hash, scope)
 
 
 def _context(
@@ -107,12 +110,11 @@ def _context(
     database = get_database(request)
     permissions = ALL_PERMISSIONS if scope == "admin" else ""
     with database.unit_of_work(parsed.tenant_id, permissions=permissions) as session:
-        principal = _authenticate(
-            session, parsed, credentials.credentials, request.app.state.settings.key_pepper
-        )
+        pepper = request.app.state.settings.key_pepper
+        principal = _authenticate(session, parsed, credentials.credentials, pepper)
         if principal.scope != scope:
             raise Forbidden(f"this endpoint needs an {scope} key")
-        admit(request, principal)
+        limit(request, keys.hash_key(credentials.credentials, pepper), scope)
         if scope == "admin":
             audit.track(session, audit.Actor("key", principal.key_id))
         yield Context(principal, session)

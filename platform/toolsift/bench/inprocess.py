@@ -2,9 +2,9 @@
 
 * `score`: just `bm25.score`, the one SQL statement, inside a unit of work whose
   permissions are the agent's (RLS applies exactly as in production);
-* `service`: `selection.select` plus its transaction (begin, the roles' scope, the pipelined
-  scores and tool rows, the log and definitions, commit), i.e. everything except HTTP, JSON
-  and the key check (which the HTTP path folds into its first pipeline).
+* `service`: `selection.select` plus its transaction (begin, the tenant's scope, the one
+  `toolsift_select` statement, commit), i.e. everything except HTTP, JSON and the key check
+  (which the HTTP path folds into that statement).
 """
 
 from __future__ import annotations

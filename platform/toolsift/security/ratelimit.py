@@ -11,7 +11,6 @@ import logging
 import math
 import threading
 import time
-from uuid import UUID
 
 import redis
 from redis.backoff import NoBackoff
@@ -58,8 +57,9 @@ class RateLimiter:
             timeout=settings.rate_limit_redis_timeout,
         )
 
-    def check(self, key_id: UUID, scope: str) -> None:
-        """Count one request of this key; raise RateLimited past the scope's limit."""
+    def check(self, subject: str, scope: str) -> None:
+        """Count one request of this key (`subject`: its HMAC); raise RateLimited past the
+        scope's limit."""
         limit = self.limits.get(scope, 0)
         if limit <= 0:
             return
@@ -68,7 +68,7 @@ class RateLimiter:
             metrics.RATE_LIMIT_FAIL_OPEN.inc()
             return
         window = int(now // self.window)
-        name = f"toolsift:ratelimit:{key_id.hex}:{window}"
+        name = f"toolsift:ratelimit:{subject}:{window}"
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.incr(name)

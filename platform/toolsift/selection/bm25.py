@@ -18,39 +18,12 @@ from ..lexical.analysis import TEXT_SEARCH_CONFIG
 K1 = 1.2
 B = 0.75
 
+# The statement itself is `toolsift_bm25` (migration 0008), which the select function calls
+# too: one text, so these scores are the served ones, bit for bit.
 _SCORE = text(
-    """
-    WITH q AS (
-        SELECT DISTINCT lexeme AS term
-        FROM unnest(to_tsvector(CAST(:config AS regconfig), :query))
-    ),
-    -- Statistics of the caller's allowed catalog: RLS keeps only the permission buckets
-    -- it may use. Sums run in bucket order, for the same floats whatever the plan.
-    c AS (
-        SELECT sum(doc_count)::float8 AS n,
-               CASE WHEN sum(doc_count) > 0
-                    THEN sum(total_length ORDER BY permission_key) / sum(doc_count)
-                    ELSE 1 END AS avgdl
-        FROM corpus_stats WHERE tenant_id = :tenant_id
-    ),
-    w AS (
-        SELECT s.term, ln(1 + (c.n - sum(s.df) + 0.5) / (sum(s.df) + 0.5)) AS idf
-        FROM term_stats s JOIN q ON q.term = s.term CROSS JOIN c
-        WHERE s.tenant_id = :tenant_id
-        GROUP BY s.term, c.n
-    )
-    SELECT p.tool_id,
-           -- ORDER BY term: the same float sum whatever plan the planner picks.
-           sum(w.idf * p.tf * (:k1 + 1) / (p.tf + :k1 * (1 - :b + :b * p.doc_length / c.avgdl))
-               ORDER BY p.term) AS score,
-           array_agg(p.term ORDER BY p.term) AS terms,
-           min(p.position) AS position
-    FROM tool_terms p JOIN w ON w.term = p.term CROSS JOIN c
-    WHERE p.tenant_id = :tenant_id
-    GROUP BY p.tool_id
-    ORDER BY score DESC, position
-    LIMIT :limit
-    """
+    "SELECT tool_id, score, terms, position FROM toolsift_bm25("
+    "CAST(:tenant_id AS uuid), :query, CAST(:config AS regconfig), CAST(:k1 AS float8), CAST(:b AS float8),"
+    " CAST(:limit AS integer))"
 )
 
 

@@ -1,11 +1,9 @@
-"""Dense scores: pgvector cosine distance over the vectors the caller may see, and fusion.
+"""Rank fusion of the BM25 and dense lists, as `toolsift_select` (migration 0008) serves it.
 
-Exact search, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py`):
-at 1,000 tools the planner keeps exact search even with an index; at 10,000 HNSW is about
-9x faster but, under RLS, returns a third of the rows without iterative scans and misses
-5-12% of the top 100 with them. With the primary key on (tenant_id, ...) the planner reads
-only this tenant's rows: recall 1.
-The RESTRICTIVE permission policy on `tool_embeddings` drops forbidden vectors first.
+The served fusion runs in SQL, inside the select statement; this is its model in Python,
+for the tuning loop (`benchmarks/quality/tune.py`), and a test holds the two to the same
+floats. Dense search itself is exact pgvector cosine distance over the vectors the caller
+may see, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py`).
 """
 
 from __future__ import annotations
@@ -14,34 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import text
-
-# The nearest vectors of a model, with what the budget needs of each tool.
-SCORE_ENTRIES = text(
-    """
-    SELECT e.tool_id::text, e.embedding <=> CAST(:query AS vector) AS distance,
-           t.name, t.position, t.token_cost, t.core
-    FROM tool_embeddings e
-    JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id AND t.deleted_at IS NULL
-    WHERE e.tenant_id = :tenant_id AND e.model = :model
-    ORDER BY distance, e.position
-    LIMIT :limit
-    """
-)
-
-# Live tools the caller may see (RLS) without a vector of the tenant's served model.
-MISSING_SERVED = text(
-    """
-    SELECT count(*) FROM tools t
-    WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL AND NOT EXISTS (
-        SELECT 1 FROM tool_embeddings e
-        WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id
-          AND e.model = (SELECT embedding_model FROM tenants WHERE id = :tenant_id))
-    """
-)
-
-TENANT = text("SELECT embedding_model, settings FROM tenants WHERE id = :tenant_id")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ import threading
 
 from fastapi import APIRouter, Request, Response
 
-from ..auth.deps import AgentContext, PresentedKey, admit
+from ..auth.deps import AgentContext, PresentedKey, limit
 from ..embedding.base import EmbeddingBackend, get_backend
 from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
@@ -40,12 +40,11 @@ def select_tools(data: SelectRequest, key: PresentedKey, request: Request) -> Re
     survives from turn to turn. Forbidden tools are filtered out before scoring.
     """
     note_select_mode(data.mode)
+    limit(request, key.key_hash, "agent")
     embedder = query_embedder(request) if data.mode != "bm25" else None
-    response = selection_service.serve(
-        request.app.state.database, key, data, embedder, lambda p: admit(request, p)
-    )
-    # Serialised once, here: the model is already valid, FastAPI would validate it again.
-    return Response(response.model_dump_json(exclude_none=True), media_type="application/json")
+    body = selection_service.serve(request.app.state.database, key, data, embedder)
+    # The database renders the body; FastAPI would only parse and validate it again.
+    return Response(body, media_type="application/json")
 
 
 @router.post("/authorize", response_model=AuthorizeResponse)
