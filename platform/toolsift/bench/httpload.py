@@ -1,8 +1,10 @@
 """Concurrent HTTP clients against POST /v1/select, bounded in time and in count.
 
-Threads with one keep-alive httpx.Client each: the loop is short and the work is waiting on
-the socket, so the GIL costs little; bodies are encoded up front to keep the generator cheap
-on a machine whose cores it shares with the server it measures.
+Threads with one keep-alive urllib3 connection each: the loop is short and the work is
+waiting on the socket, so the GIL costs little. Bodies are encoded up front, and the select
+clients use urllib3 rather than httpx, to keep the generator cheap on a machine whose cores
+it shares with the server it measures (httpx cost about 1.3 ms of CPU per request here,
+urllib3 about a quarter of that).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import urllib3
 
 from .stats import CpuMeter, Latency
 from .synthetic import Query
@@ -77,6 +79,28 @@ class HttpResult:
         }
 
 
+def _connection(base_url: str, timeout: float) -> urllib3.HTTPConnectionPool:
+    """One keep-alive connection, never retried: a failure is a sample, not a second try."""
+    address = urlsplit(base_url)
+    return urllib3.HTTPConnectionPool(
+        str(address.hostname), address.port, maxsize=1, timeout=timeout, retries=False
+    )
+
+
+def _send(
+    client: urllib3.HTTPConnectionPool, method: str, path: str, body: bytes, authorization: str
+) -> tuple[int | None, str | None, bytes]:
+    """(status, failure or None, body); status None: no HTTP answer (refused, reset, timeout)."""
+    headers = {"authorization": authorization, "content-type": "application/json"}
+    try:
+        response = client.urlopen(method, path, body=body, headers=headers)
+    except urllib3.exceptions.HTTPError as error:
+        return None, f"{type(error).__name__}: {error}", b""
+    if response.status != 200:
+        return response.status, f"HTTP {response.status}: {response.data[:200]!r}", response.data
+    return response.status, None, response.data
+
+
 def check_local(url: str) -> None:
     """The load run may only ever hit this machine."""
     if urlsplit(url).hostname != "127.0.0.1":
@@ -115,7 +139,7 @@ def run(
     first_error: list[str] = []
 
     def client_loop(slot: int) -> None:
-        with httpx.Client(base_url=base_url, timeout=30.0) as client:
+        with _connection(base_url, 30.0) as client:
             while not stop.is_set():
                 started = time.perf_counter()
                 if started >= until:
@@ -124,21 +148,9 @@ def run(
                 if measured and next(tickets) >= max_requests:
                     return
                 item = jobs[next(sequence) % len(jobs)]
-                failure: str | None = None
-                try:
-                    response = client.post(
-                        "/v1/select",
-                        content=item.body,
-                        headers={
-                            "authorization": item.authorization,
-                            "content-type": "application/json",
-                        },
-                    )
-                    if response.status_code != 200:
-                        failure = f"HTTP {response.status_code}: {response.text[:200]}"
-                except httpx.HTTPError as error:
-                    response = None
-                    failure = f"{type(error).__name__}: {error}"
+                _, failure, data = _send(
+                    client, "POST", "/v1/select", item.body, item.authorization
+                )
                 finished = time.perf_counter()
                 if not measured:
                     continue
@@ -149,9 +161,9 @@ def run(
                         first_error.append(failure)
                     continue
                 samples[slot].append((finished - started) * 1000)
-                if judge and item.target is not None and response is not None:
+                if judge and item.target is not None:
                     judged[slot] += 1
-                    names = {t.get("name") for t in response.json()["tools"]}
+                    names = {t.get("name") for t in json.loads(data)["tools"]}
                     hits[slot] += item.target in names
 
     threads = [
@@ -246,7 +258,7 @@ def run_mixed(
         rng = random.Random(f"{seed}:{slot}")
         samples = per_client[slot]
         written = 0
-        with httpx.Client(base_url=base_url, timeout=timeout) as client:
+        with _connection(base_url, timeout) as client:
             while (began := time.perf_counter()) < until:
                 tenant = tool = None
                 if rng.random() < write_share:
@@ -259,23 +271,7 @@ def run_mixed(
                     item = selects[next(sequence) % len(selects)]
                     kind, method, path = "select", "POST", "/v1/select"
                     authorization, body = item.authorization, item.body
-                status: int | None = None
-                failure: str | None = None
-                try:
-                    response = client.request(
-                        method,
-                        path,
-                        content=body,
-                        headers={
-                            "authorization": authorization,
-                            "content-type": "application/json",
-                        },
-                    )
-                    status = response.status_code
-                    if status != 200:
-                        failure = f"HTTP {status}: {response.text[:200]}"
-                except httpx.HTTPError as error:
-                    failure = f"{type(error).__name__}: {error}"
+                status, failure, _ = _send(client, method, path, body, authorization)
                 finished = time.perf_counter()
                 samples.append(
                     Sample(
