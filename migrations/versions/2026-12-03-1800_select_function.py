@@ -160,6 +160,7 @@ DECLARE
     ranked toolsift_ranked[];
     r toolsift_ranked;
     tool record;
+    used text;
     rank integer := 0;
     added integer := 0;
     spent integer := 0;
@@ -288,14 +289,11 @@ BEGIN
         pick_reasons := pick_reasons || 'core'::text;
         spent := spent + tool.token_cost;
     END LOOP;
-    FOR tool IN
-        SELECT t.id, t.name, t.position, t.token_cost
-          FROM unnest(p_used) WITH ORDINALITY u(name, ord)
-          JOIN public.tools t
-            ON t.tenant_id = p_tenant AND t.name = u.name AND t.deleted_at IS NULL
-         ORDER BY u.ord
-    LOOP
-        IF NOT tool.id = ANY (pick_ids) AND spent + tool.token_cost <= p_budget THEN
+    FOREACH used IN ARRAY p_used LOOP
+        -- One index probe per name: a join would let the planner scan the whole catalog.
+        SELECT t.id, t.name, t.position, t.token_cost INTO tool FROM public.tools t
+         WHERE t.tenant_id = p_tenant AND t.name = used AND t.deleted_at IS NULL;
+        IF FOUND AND NOT tool.id = ANY (pick_ids) AND spent + tool.token_cost <= p_budget THEN
             pick_ids := pick_ids || tool.id;
             pick_names := pick_names || tool.name;
             pick_positions := pick_positions || tool.position;
@@ -367,10 +365,10 @@ BEGIN
 
     SELECT string_agg(toolsift_definition(
                t.name, t.title, t.description, t.input_schema, t.output_schema, t.annotations,
-               p_format), ',' ORDER BY u.o)
+               p_format), ',' ORDER BY array_position(chosen.ids, t.id))
       INTO definitions
-      FROM unnest(chosen.ids) WITH ORDINALITY u(id, o)
-      JOIN public.tools t ON t.tenant_id = p_tenant AND t.id = u.id;
+      FROM public.tools t
+     WHERE t.tenant_id = p_tenant AND t.id = ANY (chosen.ids);
 
     -- The response body, in `SelectResponse`'s field order.
     RETURN '{"selection_id":"' || p_selection::text
