@@ -128,6 +128,22 @@ AS $$
 $$
 """
 
+# The roles' grants as the transaction's permissions (RLS reads `app.permissions`), for a
+# caller already scoped to its tenant: MCP, in-process, `authorize` and the select function.
+APPLY_ROLES = """
+CREATE FUNCTION toolsift_apply_roles(p_tenant uuid, p_roles text[]) RETURNS text
+LANGUAGE sql VOLATILE SECURITY INVOKER
+AS $$
+    SELECT set_config(
+        'app.permissions',
+        coalesce(string_agg(DISTINCT rp.permission_id::text, ','), ''),
+        true)
+      FROM public.role_permissions rp
+      JOIN public.roles r ON r.tenant_id = rp.tenant_id AND r.id = rp.role_id
+     WHERE r.tenant_id = p_tenant AND r.name = ANY (p_roles)
+$$
+"""
+
 RANKED = """
 CREATE TYPE toolsift_ranked AS (
     tool_id uuid, score float8, terms text[], bm25_rank integer, dense_rank integer
@@ -198,15 +214,7 @@ BEGIN
                 USING ERRCODE = 'TSA04';
         END IF;
         acting := coalesce(p_roles, '{}');
-        PERFORM set_config(
-            'app.permissions',
-            coalesce((
-                SELECT string_agg(DISTINCT rp.permission_id::text, ',')
-                  FROM public.role_permissions rp
-                  JOIN public.roles ro ON ro.tenant_id = rp.tenant_id AND ro.id = rp.role_id
-                 WHERE ro.tenant_id = p_tenant AND ro.name = ANY (acting)
-            ), ''),
-            true);
+        PERFORM toolsift_apply_roles(p_tenant, acting);
     END IF;
 
     -- Scores of the tools the caller may see (RLS), fused into one ranked list; ties go
@@ -390,6 +398,7 @@ SIGNATURES = {
     "toolsift_bm25": "toolsift_bm25(uuid, text, regconfig, float8, float8, integer)",
     "toolsift_setting": "toolsift_setting(jsonb, text, float8, boolean, float8, float8)",
     "toolsift_definition": "toolsift_definition(text, text, text, jsonb, jsonb, jsonb, text)",
+    "toolsift_apply_roles": "toolsift_apply_roles(uuid, text[])",
     "toolsift_select": (
         "toolsift_select(uuid, uuid, text, text[], uuid, text, regconfig, float8, float8,"
         " integer, text, vector, text, text[], integer, integer, text, boolean, float8)"
@@ -398,7 +407,7 @@ SIGNATURES = {
 
 
 def upgrade() -> None:
-    for statement in (BM25, SETTING, DEFINITION, RANKED, SELECT):
+    for statement in (BM25, SETTING, DEFINITION, APPLY_ROLES, RANKED, SELECT):
         op.execute(statement)
     for signature in SIGNATURES.values():
         op.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
@@ -409,5 +418,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(f"DROP FUNCTION {SIGNATURES['toolsift_select']}")
     op.execute("DROP TYPE toolsift_ranked")
-    for name in ("toolsift_definition", "toolsift_setting", "toolsift_bm25"):
+    for name in (
+        "toolsift_apply_roles",
+        "toolsift_definition",
+        "toolsift_setting",
+        "toolsift_bm25",
+    ):
         op.execute(f"DROP FUNCTION {SIGNATURES[name]}")

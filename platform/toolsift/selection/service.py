@@ -47,14 +47,8 @@ _BAD_KEY = "TSA01"
 _ROLE_NOT_GRANTED = "TSA02"
 _NOT_AGENT = "TSA03"
 
-# Read the roles' grants and narrow this transaction to them, in one round trip.
-_APPLY_ROLES = text(
-    """
-    SELECT set_config('app.permissions', coalesce(string_agg(DISTINCT rp.permission_id::text, ','), ''), true)
-    FROM role_permissions rp JOIN roles r ON r.tenant_id = rp.tenant_id AND r.id = rp.role_id
-    WHERE r.tenant_id = :tenant_id AND r.name = ANY(CAST(:roles AS text[]))
-    """
-)
+# The roles' grants as this transaction's permissions (migration 0008).
+_APPLY_ROLES = text("SELECT toolsift_apply_roles(CAST(:tenant_id AS uuid), CAST(:roles AS text[]))")
 
 
 def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:
