@@ -149,6 +149,12 @@ CREATE TYPE toolsift_ranked AS (
     tool_id uuid, score float8, terms text[], bm25_rank integer, dense_rank integer
 )
 """
+# A tool the budget took, and why: core, used or ranked.
+PICK = """
+CREATE TYPE toolsift_pick AS (
+    id uuid, name text, "position" bigint, token_cost integer, reason text
+)
+"""
 
 # No SET clause on purpose (see 0006): the scope it sets must hold for the statements inside.
 SELECT = """
@@ -181,12 +187,9 @@ DECLARE
     added integer := 0;
     spent integer := 0;
     reason text;
-    -- The picks, in the order they were taken, and why.
-    pick_ids uuid[] := '{}';
-    pick_names text[] := '{}';
-    pick_positions bigint[] := '{}';
-    pick_costs integer[] := '{}';
-    pick_reasons text[] := '{}';
+    -- The picks, in the order they were taken, and their ids (for membership tests).
+    picks toolsift_pick[];
+    pick_ids uuid[];
     candidates text[] := '{}';
     chosen record;
     definitions text;
@@ -285,28 +288,22 @@ BEGIN
     -- The budget. Core tools always; then tools used in the conversation, still allowed,
     -- most recent first; then the ranked ones. What does not fit is skipped, and smaller
     -- ones are still tried.
-    FOR tool IN
-        SELECT t.id, t.name, t.position, t.token_cost FROM public.tools t
-         WHERE t.tenant_id = p_tenant AND t.deleted_at IS NULL AND t.core
-         ORDER BY t.position
-    LOOP
-        pick_ids := pick_ids || tool.id;
-        pick_names := pick_names || tool.name;
-        pick_positions := pick_positions || tool.position;
-        pick_costs := pick_costs || tool.token_cost;
-        pick_reasons := pick_reasons || 'core'::text;
-        spent := spent + tool.token_cost;
-    END LOOP;
+    SELECT coalesce(array_agg(
+               ROW(t.id, t.name, t.position, t.token_cost, 'core')::toolsift_pick
+               ORDER BY t.position), '{}'),
+           coalesce(array_agg(t.id ORDER BY t.position), '{}'),
+           coalesce(sum(t.token_cost), 0)
+      INTO picks, pick_ids, spent
+      FROM public.tools t
+     WHERE t.tenant_id = p_tenant AND t.deleted_at IS NULL AND t.core;
     FOREACH used IN ARRAY p_used LOOP
         -- One index probe per name: a join would let the planner scan the whole catalog.
         SELECT t.id, t.name, t.position, t.token_cost INTO tool FROM public.tools t
          WHERE t.tenant_id = p_tenant AND t.name = used AND t.deleted_at IS NULL;
         IF FOUND AND NOT tool.id = ANY (pick_ids) AND spent + tool.token_cost <= p_budget THEN
+            picks := picks
+                || ROW(tool.id, tool.name, tool.position, tool.token_cost, 'used')::toolsift_pick;
             pick_ids := pick_ids || tool.id;
-            pick_names := pick_names || tool.name;
-            pick_positions := pick_positions || tool.position;
-            pick_costs := pick_costs || tool.token_cost;
-            pick_reasons := pick_reasons || 'used'::text;
             spent := spent + tool.token_cost;
         END IF;
     END LOOP;
@@ -317,18 +314,16 @@ BEGIN
          WHERE t.tenant_id = p_tenant AND t.id = r.tool_id AND t.deleted_at IS NULL;
         CONTINUE WHEN NOT FOUND;
         IF r.tool_id = ANY (pick_ids) THEN
-            reason := pick_reasons[array_position(pick_ids, r.tool_id)];  -- core or used
+            reason := picks[array_position(pick_ids, r.tool_id)].reason;  -- core or used
         ELSIF added >= p_k THEN
             reason := 'beyond_k';
         ELSIF spent + tool.token_cost > p_budget THEN
             reason := 'over_budget';
         ELSE
             reason := 'selected';
+            picks := picks || ROW(
+                r.tool_id, tool.name, tool.position, tool.token_cost, 'ranked')::toolsift_pick;
             pick_ids := pick_ids || r.tool_id;
-            pick_names := pick_names || tool.name;
-            pick_positions := pick_positions || tool.position;
-            pick_costs := pick_costs || tool.token_cost;
-            pick_reasons := pick_reasons || 'ranked'::text;
             spent := spent + tool.token_cost;
             added := added + 1;
         END IF;
@@ -349,13 +344,12 @@ BEGIN
            coalesce(json_agg(json_build_object(
                'name', i.name, 'reason', i.reason, 'bm25_rank', i.bm25_rank,
                'dense_rank', i.dense_rank) ORDER BY i.o), '[]') AS details,
-           coalesce(sum(i.cost), 0)::integer AS tokens
+           coalesce(sum(i.token_cost), 0)::integer AS tokens
       INTO chosen
       -- Component ranks from the whole ranked list, core and used tools included.
       FROM (SELECT u.*, x.bm25_rank, x.dense_rank,
-                   row_number() OVER (ORDER BY u.reason <> 'core', u.pos) AS o
-              FROM unnest(pick_ids, pick_names, pick_positions, pick_costs, pick_reasons)
-                   AS u(id, name, pos, cost, reason)
+                   row_number() OVER (ORDER BY u.reason <> 'core', u.position) AS o
+              FROM unnest(picks) u
               LEFT JOIN unnest(ranked) x ON x.tool_id = u.id
            ) i;
 
@@ -407,16 +401,18 @@ SIGNATURES = {
 
 
 def upgrade() -> None:
-    for statement in (BM25, SETTING, DEFINITION, APPLY_ROLES, RANKED, SELECT):
+    for statement in (BM25, SETTING, DEFINITION, APPLY_ROLES, RANKED, PICK, SELECT):
         op.execute(statement)
     for signature in SIGNATURES.values():
         op.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
         op.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {APP_ROLE}")
-    op.execute(f"GRANT USAGE ON TYPE toolsift_ranked TO {APP_ROLE}")
+    for kind in ("toolsift_ranked", "toolsift_pick"):
+        op.execute(f"GRANT USAGE ON TYPE {kind} TO {APP_ROLE}")
 
 
 def downgrade() -> None:
     op.execute(f"DROP FUNCTION {SIGNATURES['toolsift_select']}")
+    op.execute("DROP TYPE toolsift_pick")
     op.execute("DROP TYPE toolsift_ranked")
     for name in (
         "toolsift_apply_roles",
