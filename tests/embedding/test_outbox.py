@@ -279,6 +279,23 @@ class TestEmbedJobs:
         assert served == ("next-model",)
         assert {v[0] for v in _vectors(owner_conn, tenant_id).values()} == {"next-model"}
 
+    def test_a_served_model_is_not_checked_against_the_catalog_again(
+        self, database: Database, model: OnnxBackend
+    ) -> None:
+        # Every task ends with the switch check; once the tenant serves the task's model it
+        # must not scan the tools (it did, in every task, at a cost growing with the catalog).
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, *(ToolCreate(name=f"t{i}") for i in range(5)))
+        _run_all(database, model)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            (plan,) = session.execute(
+                text("EXPLAIN (ANALYZE, FORMAT JSON) " + service._SWITCH.text),
+                {"tenant_id": tenant_id, "model": model.model},
+            ).one()
+        scans = [n for n in _plan_nodes(plan[0]["Plan"]) if n.get("Relation Name") == "tools"]
+        assert scans, "the statement no longer reads tools: update this test"
+        assert all(n["Actual Loops"] == 0 for n in scans)
+
     def test_update_of_a_deleted_tool_is_refused_and_leaves_no_job(
         self, database: Database, owner_conn: OwnerConn
     ) -> None:
@@ -298,3 +315,9 @@ class TestEmbedJobs:
 
 def _reversed(vectors: list[list[float]]) -> list[list[float]]:
     return [list(reversed(v)) for v in vectors]
+
+
+def _plan_nodes(node: dict[str, object]) -> list[dict[str, object]]:
+    children = node.get("Plans", [])
+    assert isinstance(children, list)
+    return [node, *(n for child in children for n in _plan_nodes(child))]
