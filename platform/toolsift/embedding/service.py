@@ -234,7 +234,7 @@ _DONE = text("DELETE FROM outbox WHERE tenant_id = :tenant_id AND id = ANY(:jobs
 # keeps serving. A tenant with no model yet takes the first one at once. The CASE fixes the
 # order: with the OR of an AND list, PostgreSQL checked the catalog (an anti-join over every
 # live tool, quadratic under a bad plan) before the cheap "already served" test, in every
-# task; at 2,000 tools that was most of a task's database time.
+# task; at 256 tools that was 14-57 ms of a task's 19-93 ms of statements.
 _SWITCH = text(
     """
     UPDATE tenants SET embedding_model = :model
