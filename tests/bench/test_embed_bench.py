@@ -19,6 +19,10 @@ def test_bench_embed_runs_and_accounts_for_every_write(tmp_path: Path) -> None:
     assert throughput["tools"] == 256
     assert throughput["tools_per_s"] > 0
     assert throughput["in_process_tools_per_s"] > 0
+    # The worker's own CPU time in the window: the rate per core on a shared machine.
+    assert throughput["worker_cpu_s"] > 0
+    assert throughput["tools_per_worker_cpu_s"] >= throughput["tools_per_s"] * 0.5
+    assert throughput["in_process_tools_per_cpu_s"] > 0
     assert freshness["updates"] == 10
     assert freshness["unresolved"] == 0
     assert 0 < freshness["p50_s"] <= freshness["p95_s"] <= freshness["max_s"]

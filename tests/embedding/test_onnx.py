@@ -65,6 +65,30 @@ def test_batching_and_padding_do_not_change_vectors(backend: OnnxBackend) -> Non
     np.testing.assert_allclose(batched, alone, atol=1e-5)
 
 
+def test_runs_hold_similar_lengths_within_the_token_budget() -> None:
+    backend = OnnxBackend(batch_size=4, max_batch_tokens=100)
+    lengths = [30, 10, 256, 12, 31, 11, 50, 13, 9, 10]
+    runs = backend.plan(lengths)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+    for run in runs:
+        assert len(run) <= 4
+        longest = max(lengths[i] for i in run)
+        # A run pads to its longest text; only a text over the budget may run alone above it.
+        assert longest * len(run) <= 100 or len(run) == 1
+    assert [[lengths[i] for i in run] for run in runs] == [
+        [9, 10, 10, 11],
+        [12, 13, 30],
+        [31, 50],
+        [256],
+    ]
+
+
+def test_token_budget_does_not_change_vectors(backend: OnnxBackend) -> None:
+    texts = [item["text"] for item in REFERENCE["items"]]
+    one_run = np.asarray(OnnxBackend(batch_size=64, max_batch_tokens=100_000).embed(texts))
+    np.testing.assert_allclose(np.asarray(backend.embed(texts)), one_run, atol=1e-5)
+
+
 def test_text_past_the_window_is_ignored(backend: OnnxBackend) -> None:
     long_text = REFERENCE["items"][-1]["text"]
     a, b = backend.embed([long_text, long_text + " and then something entirely different"])

@@ -158,6 +158,37 @@ class TestRelay:
             == 3
         )
 
+    def test_a_small_claim_goes_out_in_smaller_tasks_a_backlog_in_full_ones(
+        self, database: Database
+    ) -> None:
+        a = _tenant(database)
+        _upsert(database, a, *(ToolCreate(name=f"t{i}") for i in range(50)))
+        calls: list[list[UUID]] = []
+        assert (
+            service.relay(database, lambda t, j: calls.append(j), lease_seconds=60, batch_tools=64)
+            == 50
+        )
+        # A stream's claim: about four tasks, so the first vectors land after a quarter.
+        assert [len(c) for c in calls] == [13, 13, 12, 12]
+        assert len({j for c in calls for j in c}) == 50
+        _upsert(database, a, *(ToolCreate(name=f"u{i}") for i in range(300)))
+        calls.clear()
+        service.relay(database, lambda t, j: calls.append(j), lease_seconds=60, batch_tools=64)
+        assert [len(c) for c in calls] == [60] * 5
+
+    def test_task_sizes(self) -> None:
+        assert service.task_sizes(0, 64) == []
+        assert service.task_sizes(1, 64) == [1]
+        assert service.task_sizes(8, 64) == [8]  # too few to split
+        assert service.task_sizes(12, 64) == [6, 6]
+        assert service.task_sizes(2000, 64) == [63] * 16 + [62] * 16
+        assert service.task_sizes(5, 1) == [1] * 5
+        for count in range(1, 300):
+            sizes = service.task_sizes(count, 32)
+            assert sum(sizes) == count
+            assert max(sizes) <= 32
+            assert max(sizes) - min(sizes) <= 1
+
     def test_a_broker_failure_keeps_the_jobs_due(self, database: Database) -> None:
         a = _tenant(database)
         _upsert(database, a, ToolCreate(name="x"))
@@ -279,6 +310,23 @@ class TestEmbedJobs:
         assert served == ("next-model",)
         assert {v[0] for v in _vectors(owner_conn, tenant_id).values()} == {"next-model"}
 
+    def test_a_served_model_is_not_checked_against_the_catalog_again(
+        self, database: Database, model: OnnxBackend
+    ) -> None:
+        # Every task ends with the switch check; once the tenant serves the task's model it
+        # must not scan the tools (it did, in every task, at a cost growing with the catalog).
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, *(ToolCreate(name=f"t{i}") for i in range(5)))
+        _run_all(database, model)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            (plan,) = session.execute(
+                text("EXPLAIN (ANALYZE, FORMAT JSON) " + service._SWITCH.text),
+                {"tenant_id": tenant_id, "model": model.model},
+            ).one()
+        scans = [n for n in _plan_nodes(plan[0]["Plan"]) if n.get("Relation Name") == "tools"]
+        assert scans, "the statement no longer reads tools: update this test"
+        assert all(n["Actual Loops"] == 0 for n in scans)
+
     def test_update_of_a_deleted_tool_is_refused_and_leaves_no_job(
         self, database: Database, owner_conn: OwnerConn
     ) -> None:
@@ -298,3 +346,9 @@ class TestEmbedJobs:
 
 def _reversed(vectors: list[list[float]]) -> list[list[float]]:
     return [list(reversed(v)) for v in vectors]
+
+
+def _plan_nodes(node: dict[str, object]) -> list[dict[str, object]]:
+    children = node.get("Plans", [])
+    assert isinstance(children, list)
+    return [node, *(n for child in children for n in _plan_nodes(child))]

@@ -106,6 +106,10 @@ def embed_command(
     rate: Annotated[float, typer.Option(min=0.1, help="Updates per second in the stream.")] = 50.0,
     duration: Annotated[float, typer.Option(min=1, help="Seconds of the update stream.")] = 30.0,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic catalog and updates.")] = 7,
+    relay_interval: Annotated[
+        float | None,
+        typer.Option(min=0.05, help="Seconds between outbox relay runs (default: the setting)."),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
     ] = None,
@@ -116,7 +120,9 @@ def embed_command(
     from .embed import benchmark as embed_benchmark
 
     console = Console()
-    options = EmbedOptions(tools=tools, rate=rate, duration=duration, seed=seed)
+    options = EmbedOptions(
+        tools=tools, rate=rate, duration=duration, seed=seed, relay_interval=relay_interval
+    )
     result = embed_benchmark(options, log=lambda line: console.log(line))
     render_embed(result, console)
     if json_path is not None:
