@@ -238,11 +238,15 @@ BEGIN
         f_dense := toolsift_setting(fusion, 'dense_weight', 0, true, 'Infinity', 1.0);
         f_scale := toolsift_setting(fusion, 'bm25_scale', 0, false, 'Infinity', 10.0);
         f_floor := toolsift_setting(fusion, 'bm25_floor', 0, true, 1, 0.45);
-        -- Counted against the served model, under RLS: hidden tools are not counted.
-        SELECT count(*) INTO missing FROM public.tools t
-         WHERE t.tenant_id = p_tenant AND t.deleted_at IS NULL AND NOT EXISTS (
-               SELECT 1 FROM public.tool_embeddings e
-                WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = served);
+        -- Counted against the served model, under RLS: hidden tools are not counted. EXCEPT,
+        -- not NOT EXISTS: a set difference is linear whatever the plan, where the generic
+        -- plan of the anti-join compared every tool with every vector (43 ms at 1k tools).
+        SELECT count(*) INTO missing FROM (
+            SELECT t.id FROM public.tools t
+             WHERE t.tenant_id = p_tenant AND t.deleted_at IS NULL
+            EXCEPT
+            SELECT e.tool_id FROM public.tool_embeddings e
+             WHERE e.tenant_id = p_tenant AND e.model = served) m;
         WITH lex AS (
             SELECT s.tool_id, s.score, s.terms, s.position,
                    row_number() OVER (ORDER BY s.score DESC, s.position)::integer AS rnk
