@@ -183,14 +183,16 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     # Outermost: every response, 413s and CORS preflights included, carries the request id.
     app.add_middleware(RequestContext, max_query_bytes=settings.max_query_bytes)
 
+    # The agent routes first: every request is matched against the routes in order, and
+    # selects are most of the traffic.
+    app.include_router(selection_endpoints.router, prefix="/v1")
+    app.include_router(feedback_endpoints.router, prefix="/v1")
     admin = [tenant_endpoints.router, access_endpoints.permissions, access_endpoints.roles]
     admin += [access_endpoints.keys, tool_endpoints.router, embedding_endpoints.router]
     admin += [audit_endpoints.router, analytics_endpoints.router, analytics_endpoints.dashboard]
     admin += [mcp_endpoints.router]
     for router in admin:
         app.include_router(router, prefix="/admin/v1")
-    app.include_router(selection_endpoints.router, prefix="/v1")
-    app.include_router(feedback_endpoints.router, prefix="/v1")
     app.include_router(health.router)
     # MCP for agents (streamable HTTP, agent key): `search_tools` runs the caller's select.
     mcp_endpoint = McpEndpoint(database, settings)
