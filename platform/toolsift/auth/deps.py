@@ -54,11 +54,15 @@ _KEY = text(
 )
 
 
-def _authenticate(session: Session, parsed: keys.ParsedKey, raw: str, pepper: str) -> Principal:
-    """One round trip: the key row (under the tenant's RLS) and the roles it may assert."""
+def _authenticate(session: Session, parsed: keys.ParsedKey, key_hash: str) -> Principal:
+    """One round trip: the key row (under the tenant's RLS) and the roles it may assert.
+
+    `key_hash`: the presented key's HMAC (`keys.hash_key`), which the caller also counts
+    its rate limit by.
+    """
     row = session.execute(_KEY, {"tenant_id": parsed.tenant_id, "key_id": parsed.key_id}).first()
     # One message for unknown, wrong and revoked keys: nothing to probe.
-    if row is None or row.revoked or not keys.verify(raw, row.key_hash, pepper):
+    if row is None or row.revoked or not keys.matches(key_hash, row.key_hash):
         raise Unauthenticated("invalid or revoked API key")
     return Principal(parsed.tenant_id, parsed.key_id, row.scope, frozenset(row.roles))
 
@@ -110,11 +114,11 @@ def _context(
     database = get_database(request)
     permissions = ALL_PERMISSIONS if scope == "admin" else ""
     with database.unit_of_work(parsed.tenant_id, permissions=permissions) as session:
-        pepper = request.app.state.settings.key_pepper
-        principal = _authenticate(session, parsed, credentials.credentials, pepper)
+        key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
+        principal = _authenticate(session, parsed, key_hash)
         if principal.scope != scope:
             raise Forbidden(f"this endpoint needs an {scope} key")
-        limit(request, keys.hash_key(credentials.credentials, pepper), scope)
+        limit(request, key_hash, scope)
         if scope == "admin":
             audit.track(session, audit.Actor("key", principal.key_id))
         yield Context(principal, session)

@@ -49,5 +49,6 @@ def hash_key(raw: str, pepper: str) -> str:
     return hmac.new(pepper.encode(), raw.encode(), hashlib.sha256).hexdigest()
 
 
-def verify(raw: str, stored_hash: str, pepper: str) -> bool:
-    return hmac.compare_digest(hash_key(raw, pepper), stored_hash)
+def matches(key_hash: str, stored_hash: str) -> bool:
+    """The presented key's HMAC against the stored one, in constant time."""
+    return hmac.compare_digest(key_hash, stored_hash)

@@ -121,7 +121,8 @@ class McpEndpoint:
         if parsed is None:
             raise Unauthenticated("malformed API key")
         with self.database.unit_of_work(parsed.tenant_id, permissions="") as session:
-            principal = _authenticate(session, parsed, raw.strip(), self.settings.key_pepper)
+            key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
+            principal = _authenticate(session, parsed, key_hash)
         if principal.scope != "agent":
             raise Forbidden("this endpoint needs an agent key")
         return principal
