@@ -43,23 +43,20 @@ class Database:
     """The application's engine and session factory (one per process)."""
 
     def __init__(self, url: str, *, pool_size: int = 10, max_overflow: int = 20) -> None:
-        self.engine: Engine = create_engine(
-            normalise_database_url(url),
-            pool_pre_ping=True,
-            pool_size=pool_size,
-            max_overflow=max_overflow,
-            pool_recycle=3600,
-        )
-        event.listen(self.engine, "connect", _as_app_role)
+        def engine(**options: Any) -> Engine:
+            made = create_engine(
+                normalise_database_url(url),
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_recycle=3600,
+                **options,
+            )
+            event.listen(made, "connect", _as_app_role)
+            return made
+
+        self.engine = engine(pool_pre_ping=True)
         # The select path's single statements: autocommit, no pre-ping (see `autocommit`).
-        self.hot_engine: Engine = create_engine(
-            normalise_database_url(url),
-            isolation_level="AUTOCOMMIT",
-            pool_size=pool_size,
-            max_overflow=max_overflow,
-            pool_recycle=3600,
-        )
-        event.listen(self.hot_engine, "connect", _as_app_role)
+        self.hot_engine = engine(isolation_level="AUTOCOMMIT")
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self.sessions, "after_begin", _apply_scope)
 
