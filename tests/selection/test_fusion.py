@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 
 import pytest
@@ -48,33 +47,3 @@ class TestFuse:
         scores = fuse([A, B], [B, A], fusion, bm25_top=10.0)
         assert scores[A] == pytest.approx(0.5 / 61 + 0.5 / 62)
         assert scores[A] == pytest.approx(scores[B])
-
-
-class TestFromSettings:
-    def test_defaults_without_settings(self) -> None:
-        assert Fusion.from_settings(None) == Fusion()
-        assert Fusion.from_settings({"fusion": "fast"}) == Fusion()
-
-    def test_valid_values_override(self) -> None:
-        fusion = Fusion.from_settings(
-            {"fusion": {"k": 60, "bm25_scale": 20.5, "bm25_floor": 0, "dense_weight": 0}}
-        )
-        assert fusion == Fusion(k=60.0, bm25_scale=20.5, bm25_floor=0.0, dense_weight=0.0)
-
-    @pytest.mark.parametrize(
-        ("name", "value"),
-        [
-            ("k", 0),
-            ("k", -1),
-            ("bm25_scale", 0),
-            ("bm25_floor", 1.5),
-            ("bm25_floor", -0.1),
-            ("bm25_weight", -1),
-            ("dense_weight", math.nan),
-            ("k", True),
-            ("bm25_scale", "10"),
-        ],
-    )
-    def test_invalid_value_falls_back_to_its_default(self, name: str, value: object) -> None:
-        fusion = Fusion.from_settings({"fusion": {name: value}})
-        assert getattr(fusion, name) == getattr(Fusion(), name)

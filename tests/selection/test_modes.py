@@ -182,9 +182,31 @@ class TestServedFusion:
     def test_settings_stored_out_of_bounds_fall_back_per_field(
         self, meaning_catalog: Caller, admin: Caller, owner_conn: OwnerConn
     ) -> None:
+        from psycopg.types.json import Jsonb
+
         query = "get the shipping status of an order"
         default = meaning_catalog.ok(meaning_catalog.select(query, k=50, debug=True))
         # As written before settings were validated: bad values, not refused by the API.
+        stored: list[object] = [
+            "fast",
+            {"k": 0},
+            {"k": -1},
+            {"bm25_scale": 0},
+            {"bm25_floor": 1.5},
+            {"bm25_floor": -0.1},
+            {"bm25_weight": -1},
+            {"k": True},
+            {"bm25_scale": "10"},
+            {"dense_weight": None},
+        ]
+        for fusion in stored:
+            owner_conn.execute(
+                "UPDATE tenants SET settings = %s WHERE id = %s",
+                (Jsonb({"fusion": fusion}), admin.tenant_id),
+            )
+            fallen = meaning_catalog.ok(meaning_catalog.select(query, k=50, debug=True))
+            assert fallen["candidates"] == default["candidates"], fusion
+        # Several at once, and a number beyond a double (Python reads it as infinity).
         owner_conn.execute(
             """UPDATE tenants SET settings = '{"fusion": {"k": -1, "bm25_weight": "x",
                "dense_weight": true, "bm25_scale": 1e400, "bm25_floor": 2}}' WHERE id = %s""",

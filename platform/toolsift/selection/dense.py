@@ -8,10 +8,8 @@ may see, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,33 +32,6 @@ class Fusion:
     dense_weight: float = 1.0
     bm25_scale: float = 10.0
     bm25_floor: float = 0.45
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | None) -> Fusion:
-        """Valid values from settings["fusion"]; anything invalid falls back to its default."""
-        raw = (settings or {}).get("fusion")
-        if not isinstance(raw, Mapping):
-            return cls()
-        values: dict[str, float] = {}
-        # name -> (lowest value, whether the lowest itself is allowed, highest)
-        bounds = {
-            "k": (0.0, False, math.inf),
-            "bm25_weight": (0.0, True, math.inf),
-            "dense_weight": (0.0, True, math.inf),
-            "bm25_scale": (0.0, False, math.inf),
-            "bm25_floor": (0.0, True, 1.0),
-        }
-        for name, (low, closed, high) in bounds.items():
-            value = raw.get(name)
-            if (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-                and (value >= low if closed else value > low)
-                and value <= high
-            ):
-                values[name] = float(value)
-        return cls(**values)
 
 
 def fuse(
