@@ -21,7 +21,7 @@ from .access import endpoints_admin as access_endpoints
 from .analytics import endpoints_admin as analytics_endpoints
 from .analytics import endpoints_agent as feedback_endpoints
 from .config import Settings, get_settings
-from .db import Database
+from .db import Database, HotPool
 from .embedding import endpoints_admin as embedding_endpoints
 from .errors import AppError
 from .kit.limits import BodyLimit
@@ -33,6 +33,7 @@ from .ops.middleware import REQUEST_ID_HEADER, RequestContext
 from .security import endpoints_admin as audit_endpoints
 from .security.ratelimit import RateLimiter
 from .selection import endpoints_agent as selection_endpoints
+from .selection.endpoints_agent import query_embedder
 from .tenants import endpoints_admin as tenant_endpoints
 from .tools import endpoints_admin as tool_endpoints
 
@@ -153,13 +154,18 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if not settings.database_url:
                 raise RuntimeError("DATABASE_URL is not set (`toolsift up` sets it for you)")
             app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
+        app.state.hot_pool = HotPool(app.state.database.url, size=settings.db_pool_size)
+        await app.state.hot_pool.open()
+        query_embedder(app.state)  # imports the backend now, not in a request
         mcp_endpoint.bind(app.state.database)
         async with mcp_endpoint.run():
             yield
+        await app.state.hot_pool.close()
         if owned:
             app.state.database.dispose()
         if app.state.rate_limiter is not None:
             app.state.rate_limiter.close()
+            await app.state.rate_limiter.aclose()
 
     app = FastAPI(title="toolsift", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings

@@ -7,12 +7,13 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from toolsift.app import create_app
 from toolsift.config import Settings
-from toolsift.db import Database
+from toolsift.db import HOT_POOL_NAME, Database
 from toolsift.embedded import EmbeddedRedis
 from toolsift.ops import logging as ops_logging
 
@@ -61,6 +62,27 @@ class TestHealth:
         dead.dispose()
         assert response.status_code == 503
         assert response.json()["checks"]["database"].startswith("unreachable")
+
+    def test_a_select_on_a_connection_that_died_is_a_503_and_the_next_ones_answer(
+        self, support_agent: Caller, owner_conn: psycopg.Connection[tuple[object, ...]]
+    ) -> None:
+        assert support_agent.select("where is my order", mode="bm25").status_code == 200
+        # Every connection of the select pool dies, as in a database restart.
+        killed = owner_conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            (HOT_POOL_NAME,),
+        ).fetchone()
+        assert killed is not None
+        assert killed[0] >= 1
+        failed = support_agent.select("where is my order", mode="bm25")
+        assert failed.status_code == 503, failed.text
+        assert failed.headers["retry-after"] == "1"
+        assert failed.json()["error"]["code"] == "database_unavailable"
+        # The pool was drained, not just the one connection: no restart, no second failure.
+        statuses = [support_agent.select("where is my order", mode="bm25").status_code]
+        statuses += [support_agent.select("refund", mode="bm25").status_code for _ in range(5)]
+        assert statuses == [200] * 6
 
     def test_metrics_expose_requests_select_latency_and_gauges(
         self, client: TestClient, support_agent: Caller

@@ -80,9 +80,10 @@ class AgentKey:
     key_hash: str
 
 
-def presented_key(
+async def presented_key(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> AgentKey:
+    """No I/O, so on the event loop: a sync dependency would cost a worker-thread hop."""
     if credentials is None:
         raise Unauthenticated("missing API key (Authorization: Bearer ...)")
     parsed = keys.parse_key(credentials.credentials)
@@ -101,6 +102,13 @@ def limit(request: Request, key_hash: str, scope: str) -> None:
     limiter = request.app.state.rate_limiter
     if limiter is not None:
         limiter.check(key_hash, scope)
+
+
+async def limit_async(request: Request, key_hash: str, scope: str) -> None:
+    """`limit` for the select path, which runs on the event loop."""
+    limiter = request.app.state.rate_limiter
+    if limiter is not None:
+        await limiter.check_async(key_hash, scope)
 
 
 def _context(

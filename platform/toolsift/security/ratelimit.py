@@ -13,6 +13,8 @@ import threading
 import time
 
 import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -41,6 +43,12 @@ class RateLimiter:
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 0),
         )
+        self.async_client = redis.asyncio.Redis.from_url(
+            redis_url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=AsyncRetry(NoBackoff(), 0),
+        )
         self._paused_until = 0.0
         self._lock = threading.Lock()
 
@@ -60,31 +68,57 @@ class RateLimiter:
     def check(self, subject: str, scope: str) -> None:
         """Count one request of this key (`subject`: its HMAC); raise RateLimited past the
         scope's limit."""
-        limit = self.limits.get(scope, 0)
-        if limit <= 0:
+        if (counter := self._counter(subject, scope)) is None:
             return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.incr(counter)
+            pipe.expire(counter, self.window * 2)
+            count = int(pipe.execute()[0])
+        except (redis.RedisError, OSError) as error:
+            self._fail_open(error)
+            return
+        self._judge(count, scope)
+
+    async def check_async(self, subject: str, scope: str) -> None:
+        """`check` for the event loop (the select path), over an asyncio connection."""
+        if (counter := self._counter(subject, scope)) is None:
+            return
+        try:
+            pipe = self.async_client.pipeline(transaction=False)
+            pipe.incr(counter)
+            pipe.expire(counter, self.window * 2)
+            count = int((await pipe.execute())[0])
+        except (redis.RedisError, OSError) as error:
+            self._fail_open(error)
+            return
+        self._judge(count, scope)
+
+    def _counter(self, subject: str, scope: str) -> str | None:
+        """This window's counter of the key, or None when nothing is to be counted."""
+        if self.limits.get(scope, 0) <= 0:
+            return None
         now = time.time()
         if now < self._paused_until:
             metrics.RATE_LIMIT_FAIL_OPEN.inc()
-            return
-        window = int(now // self.window)
-        name = f"toolsift:ratelimit:{subject}:{window}"
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.incr(name)
-            pipe.expire(name, self.window * 2)
-            count = int(pipe.execute()[0])
-        except (redis.RedisError, OSError) as error:
-            with self._lock:
-                first = self._paused_until <= now
-                self._paused_until = now + _PAUSE_AFTER_FAILURE
-            if first:
-                _log.warning("rate limits off for %ss: Redis: %s", _PAUSE_AFTER_FAILURE, error)
-            metrics.RATE_LIMIT_FAIL_OPEN.inc()
-            return
+            return None
+        return f"toolsift:ratelimit:{subject}:{int(now // self.window)}"
+
+    def _fail_open(self, error: Exception) -> None:
+        now = time.time()
+        with self._lock:
+            first = self._paused_until <= now
+            self._paused_until = now + _PAUSE_AFTER_FAILURE
+        if first:
+            _log.warning("rate limits off for %ss: Redis: %s", _PAUSE_AFTER_FAILURE, error)
+        metrics.RATE_LIMIT_FAIL_OPEN.inc()
+
+    def _judge(self, count: int, scope: str) -> None:
+        limit = self.limits[scope]
         if count > limit:
             metrics.RATE_LIMITED.labels(scope).inc()
-            retry_after = max(1, math.ceil((window + 1) * self.window - now))
+            now = time.time()
+            retry_after = max(1, math.ceil((int(now // self.window) + 1) * self.window - now))
             raise RateLimited(
                 f"more than {limit} requests in {self.window}s for this key",
                 retry_after=retry_after,
@@ -92,3 +126,6 @@ class RateLimiter:
 
     def close(self) -> None:
         self.client.close()
+
+    async def aclose(self) -> None:
+        await self.async_client.aclose()

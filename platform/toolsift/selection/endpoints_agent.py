@@ -3,8 +3,9 @@ from __future__ import annotations
 import threading
 
 from fastapi import APIRouter, Request, Response
+from starlette.datastructures import State
 
-from ..auth.deps import AgentContext, PresentedKey, limit
+from ..auth.deps import AgentContext, PresentedKey, limit_async
 from ..embedding.base import EmbeddingBackend, get_backend
 from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
@@ -16,9 +17,8 @@ router = APIRouter(tags=["agent"], responses=ERRORS)
 _EMBEDDER_LOCK = threading.Lock()
 
 
-def query_embedder(request: Request) -> EmbeddingBackend | None:
+def query_embedder(state: State) -> EmbeddingBackend | None:
     """One cached query embedder per app, made on first use (the model loads lazily)."""
-    state = request.app.state
     embedder: EmbeddingBackend | None = getattr(state, "query_embedder", None)
     if embedder is None:
         with _EMBEDDER_LOCK:
@@ -33,16 +33,16 @@ def query_embedder(request: Request) -> EmbeddingBackend | None:
 
 
 @router.post("/select", response_model=SelectResponse, response_model_exclude_none=True)
-def select_tools(data: SelectRequest, key: PresentedKey, request: Request) -> Response:
+async def select_tools(data: SelectRequest, key: PresentedKey, request: Request) -> Response:
     """Pick the tools for this turn among those the caller may use, within the budget.
 
     Core tools come first, then the rest in fixed registry order, so the prompt-cache prefix
     survives from turn to turn. Forbidden tools are filtered out before scoring.
     """
     note_select_mode(data.mode)
-    limit(request, key.key_hash, "agent")
-    embedder = query_embedder(request) if data.mode != "bm25" else None
-    body = selection_service.serve(request.app.state.database, key, data, embedder)
+    await limit_async(request, key.key_hash, "agent")
+    embedder = query_embedder(request.app.state) if data.mode != "bm25" else None
+    body = await selection_service.serve(request.app.state.hot_pool, key, data, embedder)
     # The database renders the body; FastAPI would only parse and validate it again.
     return Response(body, media_type="application/json")
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+import anyio.to_thread
 import psycopg
 from jsonschema import Draft202012Validator
 from referencing import Registry
@@ -17,9 +18,9 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from ..auth.deps import AgentKey, Principal
-from ..db import Database
+from ..db import HotPool
 from ..embedding.base import EmbeddingBackend, EmbeddingError
-from ..errors import Forbidden, Unauthenticated
+from ..errors import AppError, Forbidden, Unauthenticated
 from ..lexical.analysis import TEXT_SEARCH_CONFIG
 from ..models import Tool
 from ..tools.schemas import TOOL_NAME_PATTERN
@@ -69,10 +70,28 @@ def apply_roles(session: Session, principal: Principal, roles: Sequence[str]) ->
     session.info["permissions"] = permissions
 
 
+def _vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _refusal(error: psycopg.Error, request: SelectRequest) -> AppError | None:
+    """The function's refusals (it raises before anything is scored or written) as the API's
+    errors; None for any other error."""
+    if error.sqlstate == _BAD_KEY:
+        return Unauthenticated("invalid or revoked API key")
+    if error.sqlstate == _NOT_AGENT:
+        return Forbidden("this endpoint needs an agent key")
+    if error.sqlstate == _ROLE_NOT_GRANTED and error.diag.message_detail:
+        index = int(error.diag.message_detail)
+        role = (request.roles or [])[index]
+        return Forbidden(f"role {role!r} is not granted to this key", field=f"roles[{index}]")
+    return None
+
+
 class SelectionService:
-    def serve(
+    async def serve(
         self,
-        database: Database,
+        pool: HotPool,
         key: AgentKey,
         request: SelectRequest,
         embedder: EmbeddingBackend | None = None,
@@ -81,13 +100,25 @@ class SelectionService:
 
         `toolsift_select` (migration 0008) checks the key, applies the roles, scores, fills
         the budget, writes the log row and renders the definitions, in its own implicit
-        transaction; the body it returns is passed through as it is.
+        transaction; the body it returns is passed through as it is. Only the query's
+        embedding, when dense is asked for, leaves the event loop for a worker thread.
         """
         started = time.perf_counter()
         call = self._call(request, key.tenant_id, key.key_id, key.key_hash, request.roles)
-        self._embed(call, embedder)
-        with database.autocommit() as conn:
-            return self._run(conn, call, request, started).encode()
+        if call["mode"] != "bm25" and embedder is not None:
+            await anyio.to_thread.run_sync(self._embed, call, embedder)
+        async with pool.connection() as conn:
+            call["elapsed_ms"] = (time.perf_counter() - started) * 1000
+            try:
+                cursor = await conn.execute(_SELECT, call)
+            except psycopg.Error as error:
+                if (refusal := _refusal(error, request)) is None:
+                    raise
+                raise refusal from None
+            row = await cursor.fetchone()
+        assert row is not None
+        body: str = row[0]
+        return body.encode()
 
     def select(
         self,
@@ -146,18 +177,9 @@ class SelectionService:
         try:
             row = conn.execute(_SELECT, call).fetchone()
         except psycopg.Error as error:
-            # The function's refusals: it raises before anything is scored or written.
-            if error.sqlstate == _BAD_KEY:
-                raise Unauthenticated("invalid or revoked API key") from None
-            if error.sqlstate == _NOT_AGENT:
-                raise Forbidden("this endpoint needs an agent key") from None
-            if error.sqlstate == _ROLE_NOT_GRANTED and error.diag.message_detail:
-                index = int(error.diag.message_detail)
-                role = (request.roles or [])[index]
-                raise Forbidden(
-                    f"role {role!r} is not granted to this key", field=f"roles[{index}]"
-                ) from None
-            raise
+            if (refusal := _refusal(error, request)) is None:
+                raise
+            raise refusal from None
         assert row is not None
         body: str = row[0]
         return body
@@ -174,8 +196,7 @@ class SelectionService:
             vector = embedder.embed([call["query"]])[0]
         except EmbeddingError:
             return
-        call["vector"] = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-        call["model"] = embedder.model
+        call["vector"], call["model"] = _vector_literal(vector), embedder.model
 
     def authorize(
         self, session: Session, principal: Principal, request: AuthorizeRequest
