@@ -154,7 +154,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if not settings.database_url:
                 raise RuntimeError("DATABASE_URL is not set (`toolsift up` sets it for you)")
             app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
-        app.state.hot_pool = HotPool(app.state.database.url, size=settings.db_pool_size)
+        app.state.hot_pool = HotPool(app.state.database.url, size=settings.select_pool_size)
         await app.state.hot_pool.open()
         query_embedder(app.state)  # imports the backend now, not in a request
         mcp_endpoint.bind(app.state.database)

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Path(".toolsift")
     db_pool_size: int = 10
+    # The select path's own connections per API process: its statements run on the event
+    # loop, and a few in flight keep one process's core busy; more only add backends.
+    select_pool_size: int = Field(default=4, ge=1)
     host: str = "127.0.0.1"
     port: int = 8000
     # Keyed hash of API keys; a leaked table alone then cannot be brute-forced offline.

@@ -241,14 +241,18 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
             servers.append(("baseline", base_api))
         pg_pid = postmaster_pid(server)
         result["groups"] = []
+        turn = 0
         for group in groups(tenants, options.seed):
             runs: list[dict[str, Any]] = []
             for mode in options.modes:
                 jobs = [httpload.job(t.agent_key, q, mode) for t, q in group.work]
                 measured: dict[str, dict[str, Any]] = {name: {} for name, _ in servers}
-                # Interleaved, so both servers see the same machine load, as far as it goes.
+                # Interleaved, so both servers see the same machine load, as far as it goes;
+                # who goes first alternates, since the first warms PostgreSQL for the second.
+                order = servers if turn % 2 == 0 else servers[::-1]
+                turn += 1
                 for concurrency in (options.concurrency, 1):
-                    for name, target in servers:
+                    for name, target in order:
                         log(f"{group.label}: {name} {mode} over HTTP, concurrency {concurrency}")
                         meter = CpuMeter(
                             {
