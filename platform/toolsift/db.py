@@ -49,7 +49,6 @@ class Database:
 
     def __init__(self, url: str, *, pool_size: int = 10, max_overflow: int = 20) -> None:
         self.url = normalise_database_url(url)
-        self.pool_size = pool_size
         self.engine = create_engine(
             self.url,
             pool_size=pool_size,
@@ -94,7 +93,7 @@ class HotPool:
     it fail no later request, and it reconnects in the background.
     """
 
-    def __init__(self, url: str, *, size: int = 10, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, size: int = 4, timeout: float = 5.0) -> None:
         self.conninfo = libpq_url(normalise_database_url(url))
         self.size = size
         self.timeout = timeout
