@@ -26,12 +26,11 @@ from pathlib import Path
 import psycopg
 
 from toolsift.bench.load import LoadStats, load_tenant
-from toolsift.bench.stack import Worker, postmaster_pid, start_database
+from toolsift.bench.stack import Worker, postmaster_pid, start_database, start_redis
 from toolsift.bench.stats import CpuMeter
 from toolsift.bench.synthetic import generate_catalog
 from toolsift.config import libpq_url
 from toolsift.db import ALL_PERMISSIONS, Database
-from toolsift.embedded.redis import EmbeddedRedis
 from toolsift.tools.schemas import ToolUpdate
 from toolsift.tools.service import tool as tool_service
 
@@ -41,9 +40,7 @@ def run(interval: float, updates: int) -> dict[str, list[float]]:
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-one-")))
         server, url = start_database(work / "pg", stack)
-        redis = EmbeddedRedis(work / "redis")
-        stack.callback(redis.stop)
-        redis_url = redis.start()
+        _redis, redis_url = start_redis(work / "redis", stack)
         database = Database(url, pool_size=2)
         stack.callback(database.dispose)
         conn = stack.enter_context(psycopg.connect(libpq_url(url), autocommit=True))

@@ -33,7 +33,6 @@ from rich.table import Table
 
 from ..config import get_settings, libpq_url
 from ..db import ALL_PERMISSIONS, Database
-from ..embedded.redis import EmbeddedRedis
 from ..embedding.base import EmbeddingConfig
 from ..embedding.onnx import OnnxBackend
 from ..embedding.service import document_text
@@ -41,7 +40,7 @@ from ..tools.schemas import ToolUpdate
 from ..tools.service import tool as tool_service
 from .load import LoadStats, load_tenant
 from .run import machine
-from .stack import Worker, postmaster_pid, start_database
+from .stack import Worker, postmaster_pid, start_database, start_redis
 from .stats import CpuMeter, percentile
 from .synthetic import generate_catalog
 
@@ -234,9 +233,7 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
         work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-bench-")))
         log("starting PostgreSQL and Redis")
         server, database_url = start_database(work_dir / "pg", stack)
-        redis = EmbeddedRedis(work_dir / "redis")
-        stack.callback(redis.stop)
-        redis_url = redis.start()
+        _redis, redis_url = start_redis(work_dir / "redis", stack)
         database = Database(database_url, pool_size=options.writers)
         stack.callback(database.dispose)
         conn = stack.enter_context(psycopg.connect(libpq_url(database_url), autocommit=True))

@@ -30,12 +30,11 @@ from rich.table import Table
 
 from ..config import libpq_url
 from ..db import Database
-from ..embedded import EmbeddedRedis
 from . import httpload
 from .httpload import Sample, Writer
 from .load import analyze, load_all
 from .run import PEPPER, machine
-from .stack import ApiServer, Worker, sigterm_as_interrupt, start_database
+from .stack import ApiServer, Worker, sigterm_as_interrupt, start_database, start_redis
 from .stats import Latency
 from .synthetic import Sizes, generate
 
@@ -267,9 +266,7 @@ def benchmark(options: LoadOptions, log: Callable[[str], None] = lambda _: None)
         work = Path(tmp)
         log("starting PostgreSQL and Redis")
         pg, url = start_database(work / "pg", stack)
-        redis = EmbeddedRedis(work / "redis")
-        stack.callback(redis.stop)
-        redis_url = redis.start()
+        redis, redis_url = start_redis(work / "redis", stack)
         database = Database(url, pool_size=2)
         stack.callback(database.dispose)
         sizes = Sizes(small_tenants=options.tenants, big=0, huge=0)

@@ -1,4 +1,4 @@
-"""The benchmark's own servers: an embedded PostgreSQL and the API under uvicorn.
+"""The benchmark's own servers: embedded PostgreSQL and Redis, the API and a Celery worker.
 
 Everything lives in one temporary directory and is stopped in reverse order by the caller's
 ExitStack, so an error or Ctrl-C never leaves a server behind.
@@ -22,6 +22,7 @@ import psutil
 
 from ..embedded._common import log_tail
 from ..embedded.postgres import EmbeddedPostgres
+from ..embedded.redis import EmbeddedRedis
 from ..migrate import ensure_database, upgrade
 
 DATABASE_NAME = "toolsift_bench"
@@ -36,6 +37,13 @@ def start_database(data_dir: Path, stack: contextlib.ExitStack) -> tuple[Embedde
     url = ensure_database(server_url, DATABASE_NAME)
     upgrade(url)
     return server, url
+
+
+def start_redis(data_dir: Path, stack: contextlib.ExitStack) -> tuple[EmbeddedRedis, str]:
+    """A throwaway Redis, stopped by `stack`; returns it (fault runs restart it) and its URL."""
+    redis = EmbeddedRedis(data_dir)
+    stack.callback(redis.stop)
+    return redis, redis.start()
 
 
 def postmaster_pid(server: EmbeddedPostgres) -> int | None:

@@ -12,9 +12,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bench.stack import ApiServer, Worker, start_database
+from ..bench.stack import ApiServer, Worker, start_database, start_redis
 from ..db import Database
-from ..embedded.redis import EmbeddedRedis
 from ..tenants.schemas import TenantCreate
 from ..tenants.service import tenant as tenant_service
 
@@ -39,9 +38,7 @@ def start(work_dir: Path, stack: contextlib.ExitStack, *, embeddings: bool) -> S
     finally:
         database.dispose()
     if embeddings:
-        redis = EmbeddedRedis(work_dir / "redis")
-        stack.callback(redis.stop)
-        redis_url = redis.start()
+        _redis, redis_url = start_redis(work_dir / "redis", stack)
         worker = Worker(database_url, redis_url, work_dir)
         stack.callback(worker.stop)
         worker.start()
