@@ -77,6 +77,12 @@ class EmbeddingConfig:
 BACKENDS = ("onnx", "http")
 
 
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form, every float in its shortest exact repr: stored tool vectors and
+    query vectors go through this one function, so both reach the database bit for bit."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
 def get_backend(config: EmbeddingSettings) -> EmbeddingBackend:
     """The backend the configuration names; cheap to call (the ONNX model loads on first use)."""
     name = config.embedding_backend.strip().lower()

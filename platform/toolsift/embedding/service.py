@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from ..db import ALL_PERMISSIONS, Database
 from ..lexical.analysis import split_identifier
 from ..models import Tool
-from .base import EmbeddingBackend
+from .base import EmbeddingBackend, vector_literal
 
 EMBED = "embed"
 # Recompute even when a vector of the current version exists (`toolsift reindex --force`).
@@ -289,7 +289,7 @@ def embed_jobs(
                     "dimension": backend.dimension,
                     "ids": [r.id for r in todo],
                     "versions": [r.version for r in todo],
-                    "vectors": [_vector_literal(v) for v in vectors],
+                    "vectors": [vector_literal(v) for v in vectors],
                 },
             )
             stored = _rowcount(stored_rows)
@@ -297,10 +297,6 @@ def embed_jobs(
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
             session.execute(_DROP_OTHER_MODELS, {"tenant_id": tenant_id, "model": model})
     return EmbedResult(jobs=len(jobs), embedded=stored, skipped=len(rows) - stored, model=model)
-
-
-def _vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 # --- status ----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from ..auth.deps import AgentKey, Principal
 from ..db import HotPool
-from ..embedding.base import EmbeddingBackend, EmbeddingError
+from ..embedding.base import EmbeddingBackend, EmbeddingError, vector_literal
 from ..errors import AppError, Forbidden, Unauthenticated
 from ..lexical.analysis import TEXT_SEARCH_CONFIG
 from ..models import Tool
@@ -68,10 +68,6 @@ def apply_roles(session: Session, principal: Principal, roles: Sequence[str]) ->
         _APPLY_ROLES, {"tenant_id": principal.tenant_id, "roles": list(roles)}
     ).scalar_one()
     session.info["permissions"] = permissions
-
-
-def _vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 def _refusal(error: psycopg.Error, request: SelectRequest) -> AppError | None:
@@ -196,7 +192,7 @@ class SelectionService:
             vector = embedder.embed([call["query"]])[0]
         except EmbeddingError:
             return
-        call["vector"], call["model"] = _vector_literal(vector), embedder.model
+        call["vector"], call["model"] = vector_literal(vector), embedder.model
 
     def authorize(
         self, session: Session, principal: Principal, request: AuthorizeRequest
