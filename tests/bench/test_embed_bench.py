@@ -23,6 +23,8 @@ def test_bench_embed_runs_and_accounts_for_every_write(tmp_path: Path) -> None:
     assert throughput["worker_cpu_s"] > 0
     assert throughput["tools_per_worker_cpu_s"] >= throughput["tools_per_s"] * 0.5
     assert throughput["in_process_tools_per_cpu_s"] > 0
+    # The stream is served by two worker processes (the prefork pool), as deployed.
+    assert result["options"]["stream_workers"] == 2
     assert freshness["updates"] == 10
     assert freshness["unresolved"] == 0
     assert 0 < freshness["p50_s"] <= freshness["p95_s"] <= freshness["max_s"]

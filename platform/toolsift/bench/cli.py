@@ -110,6 +110,10 @@ def embed_command(
         float | None,
         typer.Option(min=0.05, help="Seconds between outbox relay runs (default: the setting)."),
     ] = None,
+    stream_workers: Annotated[
+        int,
+        typer.Option(min=1, help="Worker processes serving the update stream (one core each)."),
+    ] = 2,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
     ] = None,
@@ -121,7 +125,12 @@ def embed_command(
 
     console = Console()
     options = EmbedOptions(
-        tools=tools, rate=rate, duration=duration, seed=seed, relay_interval=relay_interval
+        tools=tools,
+        rate=rate,
+        duration=duration,
+        seed=seed,
+        relay_interval=relay_interval,
+        stream_workers=stream_workers,
     )
     result = embed_benchmark(options, log=lambda line: console.log(line))
     render_embed(result, console)

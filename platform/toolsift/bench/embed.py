@@ -1,14 +1,16 @@
 """`toolsift bench embed`: what the embedding pipeline delivers, end to end.
 
 Two figures the dense/hybrid modes depend on, measured through the real outbox, Redis broker
-and Celery worker (one process, solo pool, one ONNX thread: one worker core):
+and Celery worker:
 
 * throughput: a catalog is imported while no worker runs, so its jobs wait in the outbox;
-  then a worker starts and we time the embeddings landing, first to last. The same texts
+  then a worker (one process, solo pool, one ONNX thread: one worker core) starts and we
+  time the embeddings landing, first to last. The same texts
   embedded in-process by the same backend, in the same run, are the baseline: the ratio is
   what the relay, broker and database cost on top of the model;
 * freshness: a steady stream of description updates at a fixed rate, each its own
-  transaction; a poller records when each written version (or a newer one) has its vector,
+  transaction, served by `stream_workers` worker processes (one per core, as deployed);
+  a poller records when each written version (or a newer one) has its vector,
   i.e. when the write became dense-searchable.
 """
 
@@ -22,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -60,6 +62,9 @@ class EmbedOptions:
     seed: int = 7
     relay_interval: float | None = None  # seconds between relay runs; None: the product's
     writers: int = 4  # threads issuing the updates, so one slow commit does not stall the rate
+    # Worker processes (one ONNX thread each) serving the stream, one per core of this
+    # machine; the backlog is always timed on one.
+    stream_workers: int = 2
 
 
 def _current_embedded(conn: psycopg.Connection[Any], tenant_id: UUID) -> int:
@@ -250,18 +255,13 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
             ]
 
         log("starting a worker (solo pool, one ONNX thread) and timing the backlog")
-        worker = Worker(
-            database_url,
-            redis_url,
-            work_dir,
-            settings={
-                "outbox_relay_interval": str(
-                    options.relay_interval or get_settings().outbox_relay_interval
-                ),
-                "embedding_threads": "1",
-            },
-            pool="solo",
-        )
+        worker_settings = {
+            "outbox_relay_interval": str(
+                options.relay_interval or get_settings().outbox_relay_interval
+            ),
+            "embedding_threads": "1",
+        }
+        worker = Worker(database_url, redis_url, work_dir, settings=worker_settings, pool="solo")
         stack.callback(worker.stop)
         worker.start()
         assert worker.process is not None
@@ -270,6 +270,22 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
             {"worker": ([worker.process.pid], True), "postgres": ([postgres or -1], True)}
         )
         throughput = _throughput(conn, tenant.tenant_id, len(tool_ids), worker, meter)
+        if options.stream_workers > 1:
+            worker.stop()
+            log(f"starting {options.stream_workers} worker processes for the stream")
+            worker = Worker(
+                database_url,
+                redis_url,
+                work_dir,
+                settings=worker_settings,
+                concurrency=options.stream_workers,
+            )
+            stack.callback(worker.stop)
+            worker.start()
+            # Each child loads the model on its first task: a short stream, not measured,
+            # loads them all before the measured one.
+            warm = replace(options, duration=3.0, seed=options.seed + 1)
+            _stream(database, conn, tenant.tenant_id, tool_ids, warm)
         log(f"streaming {options.rate:g} updates/s for {options.duration:g} s")
         freshness = _stream(database, conn, tenant.tenant_id, tool_ids, options)
         worker.stop()
@@ -292,7 +308,8 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
                 "pass": throughput["tools_per_s"] >= 200,
             },
             {
-                "name": f"freshness p95 < 2 s at {options.rate:g} updates/s",
+                "name": f"freshness p95 < 2 s at {options.rate:g} updates/s"
+                f" ({options.stream_workers} worker processes)",
                 "value": freshness["p95_s"],
                 "pass": freshness["p95_s"] < 2.0 and not freshness["unresolved"],
             },
@@ -303,10 +320,11 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
 def render_embed(result: dict[str, Any], console: Console) -> None:
     """The two measurements and the verdicts, as printed by `toolsift bench embed`."""
     t, f = result["throughput"], result["freshness"]
-    table = Table(title="Embedding pipeline (one worker core)", title_justify="left")
+    workers = result["options"]["stream_workers"]
+    table = Table(title="Embedding pipeline", title_justify="left")
     for column in ("figure", "value"):
         table.add_column(column)
-    table.add_row("tools embedded", f"{t['tools']:.0f} in {t['seconds']:.1f} s")
+    table.add_row("backlog on one worker core", f"{t['tools']:.0f} tools in {t['seconds']:.1f} s")
     table.add_row("pipeline tools/s", f"{t['tools_per_s']:.0f}")
     table.add_row("in-process backend tools/s (baseline)", f"{t['in_process_tools_per_s']:.0f}")
     table.add_row("pipeline / in-process", f"{t['pipeline_over_in_process']:.2f}x")
@@ -320,7 +338,8 @@ def render_embed(result: dict[str, Any], console: Console) -> None:
     )
     table.add_row("updates (achieved rate)", f"{f['updates']:.0f} ({f['achieved_rate']:.1f}/s)")
     table.add_row(
-        "freshness p50 / p95 / max s", f"{f['p50_s']:.2f} / {f['p95_s']:.2f} / {f['max_s']:.2f}"
+        f"freshness p50 / p95 / max s ({workers} worker processes)",
+        f"{f['p50_s']:.2f} / {f['p95_s']:.2f} / {f['max_s']:.2f}",
     )
     table.add_row("writes never embedded", f"{f['unresolved']:.0f}")
     console.print(table)

@@ -165,7 +165,8 @@ class Worker:
     """`celery -A workers worker --beat` in its own process group, so a kill takes beat too.
 
     `settings` become `TOOLSIFT_<NAME>` variables of the worker (nothing else of ours is
-    inherited); `pool="solo"` runs tasks in the worker process itself (one core).
+    inherited); `pool="solo"` runs tasks in the worker process itself (one core), and
+    `concurrency` sets the number of child processes of the default (prefork) pool.
     """
 
     def __init__(
@@ -176,6 +177,7 @@ class Worker:
         *,
         settings: Mapping[str, str] | None = None,
         pool: str | None = None,
+        concurrency: int = 1,
     ) -> None:
         self.work_dir = work_dir
         self.log_file = work_dir / "worker.log"
@@ -183,13 +185,15 @@ class Worker:
         self.env.update(TOOLSIFT_DATABASE_URL=database_url, TOOLSIFT_REDIS_URL=redis_url)
         self.env.update({f"TOOLSIFT_{k.upper()}": v for k, v in (settings or {}).items()})
         self.pool = pool
+        self.concurrency = concurrency
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         self.starts += 1
         schedule = self.work_dir / f"celerybeat-schedule-{self.starts}"
-        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--concurrency", "1"]
+        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker"]
+        argv += ["--concurrency", str(self.concurrency)]
         argv += ["--pool", self.pool] if self.pool else []
         argv += ["--beat", "--schedule", str(schedule), "--loglevel", "WARNING"]
         with self.log_file.open("ab") as log:
