@@ -167,6 +167,14 @@ def load_command(
     drain_timeout: Annotated[
         float, typer.Option(min=1.0, help="Seconds the embedding backlog may take to drain.")
     ] = 900.0,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            help="Requests/s in all on a fixed schedule (open loop; latency counts from when "
+            "a request was due). Default: closed loop, each client sends when answered.",
+        ),
+    ] = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")
     ] = None,
@@ -192,6 +200,7 @@ def load_command(
         seed=seed,
         settle=settle,
         drain_timeout=drain_timeout,
+        rate=rate,
     )
     result = load_benchmark(options, log=lambda line: console.log(line))
     render(result, console)

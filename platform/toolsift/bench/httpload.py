@@ -240,12 +240,22 @@ def run_mixed(
     seed: int,
     timeout: float = 10.0,
     started: float | None = None,
+    rate: float | None = None,
 ) -> list[Sample]:
     """`clients` threads for `duration` s; each request is a write with probability
     `write_share` (PUT /admin/v1/tools creating a tool of a random tenant, by a unique name),
     otherwise the next select. Every request is kept, failures included, for the caller to
     judge (faults are judged by when and how requests failed). `started`: the
-    `time.perf_counter()` the samples' times count from (default: now)."""
+    `time.perf_counter()` the samples' times count from (default: now).
+
+    Without `rate` each client sends its next request as soon as the last is answered (a
+    closed loop: the server's throughput sets the pace, and latency is clients / throughput).
+    With `rate`, requests are due on a fixed schedule of `rate` per second in all, spread
+    evenly over the clients (an open loop, at most `clients` in flight), and latency counts
+    from when a request was due: a client held up by a slow answer sends late, and that
+    wait is the server's (no coordinated omission)."""
+    if rate is not None and rate <= 0:
+        raise ValueError("rate must be positive")
     check_local(base_url)
     if not selects or (write_share > 0 and not writers):
         raise ValueError("no requests to send")
@@ -259,7 +269,15 @@ def run_mixed(
         samples = per_client[slot]
         written = 0
         with _connection(base_url, timeout) as client:
-            while (began := time.perf_counter()) < until:
+            for turn in itertools.count():
+                if rate is None:
+                    began = time.perf_counter()
+                else:
+                    began = start + (turn * clients + slot) / rate
+                    if (wait := began - time.perf_counter()) > 0:
+                        time.sleep(wait)
+                if began >= until:
+                    break
                 tenant = tool = None
                 if rng.random() < write_share:
                     writer = rng.choice(writers)
