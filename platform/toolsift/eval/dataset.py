@@ -13,11 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from ..tools.importer import CatalogError, read_catalog
-from ..tools.schemas import ToolCreate
+from ..tools.schemas import ToolCreate, schema_error
 
 TOOLS_FILE = "tools.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -78,18 +75,16 @@ def _repair_schema(schema: Any) -> tuple[Any, list[str]]:
         return schema, []
     dropped: list[str] = []
     for _ in range(_MAX_REPAIRS):
-        try:
-            Draft202012Validator.check_schema(schema)
+        if (error := schema_error(schema)) is None:
             return schema, dropped
-        except SchemaError as error:
-            path = list(error.path)
-            if not path:
-                break
-            parent: Any = schema
-            for part in path[:-1]:
-                parent = parent[part]
-            del parent[path[-1]]
-            dropped.append("/".join(str(p) for p in path))
+        path, _ = error
+        if not path:
+            break
+        parent: Any = schema
+        for part in path[:-1]:
+            parent = parent[part]
+        del parent[path[-1]]
+        dropped.append("/".join(str(p) for p in path))
     return {}, [*dropped, "(whole schema)"]
 
 
