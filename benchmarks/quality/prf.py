@@ -138,40 +138,13 @@ class Data:
                             w = prefix.weight * (weights[f] if prefix.mode == "rel" else 1.0)
                             tf[token] += w * count
             tfs.append(tf)
-        lengths = np.array([sum(tf.values()) for tf in tfs], dtype=np.float64)
-        avgdl = lengths.sum() / n if n else 1.0
-        grouped: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, tf in enumerate(tfs):
-            for lexeme, value in tf.items():
-                grouped[lexeme].append((i, value))
-        postings = {
-            lexeme: (
-                np.array([i for i, _ in items], dtype=np.int64),
-                np.array([v for _, v in items], dtype=np.float64),
-            )
-            for lexeme, items in grouped.items()
-        }
-        k1, b = self.config.k1, self.config.b
-        rankings: Scored = []
+        queries = []
         for query_terms in self.query_terms:
             terms = set(query_terms)
             if prefix is not None:
                 terms |= {t for t in (prefix_token(x, prefix.length) for x in query_terms) if t}
-            scores = np.zeros(n)
-            hit = np.zeros(n, dtype=bool)
-            for term in sorted(terms):
-                if term not in postings:
-                    continue
-                ids, values = postings[term]
-                df = len(ids)
-                idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
-                norm = values + k1 * (1 - b + b * lengths[ids] / avgdl)
-                scores[ids] += idf * values * (k1 + 1) / norm
-                hit[ids] = True
-            candidates = np.flatnonzero(hit)
-            order = np.lexsort((self.positions[candidates], -scores[candidates]))
-            top = candidates[order][:CANDIDATE_POOL]
-            rankings.append(([int(c) for c in top], [float(scores[c]) for c in top]))
+            queries.append(terms)
+        rankings: Scored = tune.rank_bm25(tfs, queries, k1=self.config.k1, b=self.config.b)
         self.bm25_memo[prefix] = rankings
         return rankings
 

@@ -161,6 +161,46 @@ class Prepared:
     query_lexemes: dict[tuple[str, str], list[set[str]]] = field(default_factory=dict)
 
 
+def rank_bm25(
+    tfs: Sequence[dict[str, float]], queries: Sequence[Iterable[str]], *, k1: float, b: float
+) -> list[tuple[list[int], list[float]]]:
+    """BM25 of `toolsift.selection.bm25` over weighted term frequencies, one document per
+    tool: per query, the top tool indices and their scores, best first, ties by position."""
+    lengths = np.array([sum(tf.values()) for tf in tfs], dtype=np.float64)
+    n = len(tfs)
+    avgdl = lengths.sum() / n if n else 1.0
+    grouped: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for i, tf in enumerate(tfs):
+        for lexeme, value in tf.items():
+            grouped[lexeme].append((i, value))
+    postings = {
+        lexeme: (
+            np.array([i for i, _ in items], dtype=np.int64),
+            np.array([v for _, v in items], dtype=np.float64),
+        )
+        for lexeme, items in grouped.items()
+    }
+    rankings: list[tuple[list[int], list[float]]] = []
+    positions = np.arange(n)
+    for query_terms in queries:
+        scores = np.zeros(n)
+        hit = np.zeros(n, dtype=bool)
+        for term in sorted(set(query_terms)):
+            if term not in postings:
+                continue
+            ids, values = postings[term]
+            df = len(ids)
+            idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+            norm = values + k1 * (1 - b + b * lengths[ids] / avgdl)
+            scores[ids] += idf * values * (k1 + 1) / norm
+            hit[ids] = True
+        candidates = np.flatnonzero(hit)
+        order = np.lexsort((positions[candidates], -scores[candidates]))
+        top = candidates[order][:CANDIDATE_POOL]
+        rankings.append(([int(c) for c in top], [float(scores[c]) for c in top]))
+    return rankings
+
+
 class Tuner:
     def __init__(self, analyser: Analyser, vectors: VectorCache | None) -> None:
         self.analyser = analyser
@@ -207,40 +247,9 @@ class Tuner:
                     for lexeme, count in per_field[f][i].items():
                         tf[lexeme] += weights[f] * count
             tfs.append(tf)
-        lengths = np.array([sum(tf.values()) for tf in tfs], dtype=np.float64)
-        n = len(tfs)
-        avgdl = lengths.sum() / n if n else 1.0
-        postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        grouped: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, tf in enumerate(tfs):
-            for lexeme, value in tf.items():
-                grouped[lexeme].append((i, value))
-        for lexeme, items in grouped.items():
-            ids = np.array([i for i, _ in items], dtype=np.int64)
-            values = np.array([v for _, v in items], dtype=np.float64)
-            postings[lexeme] = (ids, values)
         queries = self._queries(prepared, config)
         terms = self.analyser.lexemes(config.text_search, queries)
-        k1, b = config.k1, config.b
-        rankings: list[tuple[list[int], list[float]]] = []
-        positions = np.arange(n)
-        for query_terms in terms:
-            scores = np.zeros(n)
-            hit = np.zeros(n, dtype=bool)
-            for term in sorted(query_terms):
-                if term not in postings:
-                    continue
-                ids, values = postings[term]
-                df = len(ids)
-                idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
-                norm = values + k1 * (1 - b + b * lengths[ids] / avgdl)
-                scores[ids] += idf * values * (k1 + 1) / norm
-                hit[ids] = True
-            candidates = np.flatnonzero(hit)
-            order = np.lexsort((positions[candidates], -scores[candidates]))
-            top = candidates[order][:CANDIDATE_POOL]
-            rankings.append(([int(c) for c in top], [float(scores[c]) for c in top]))
-        return rankings
+        return rank_bm25(tfs, terms, k1=config.k1, b=config.b)
 
     def dense(self, prepared: Prepared, config: Config) -> list[list[int]]:
         return [ids for ids, _ in self.dense_scored(prepared, config)]
