@@ -84,6 +84,11 @@ def _refusal(error: psycopg.Error, request: SelectRequest) -> AppError | None:
     return None
 
 
+def _wants_vector(call: dict[str, Any]) -> bool:
+    """A query vector serves this call: its mode has a dense part and there is a query."""
+    return bool(call["mode"] != "bm25" and call["query"].strip())
+
+
 class SelectionService:
     async def serve(
         self,
@@ -101,7 +106,7 @@ class SelectionService:
         """
         started = time.perf_counter()
         call = self._call(request, key.tenant_id, key.key_id, key.key_hash, request.roles)
-        if call["mode"] != "bm25" and embedder is not None:
+        if embedder is not None and _wants_vector(call):
             await anyio.to_thread.run_sync(self._embed, call, embedder)
         async with pool.connection() as conn:
             call["elapsed_ms"] = (time.perf_counter() - started) * 1000
@@ -128,7 +133,8 @@ class SelectionService:
         started = time.perf_counter()
         roles = resolve_roles(principal, request.roles)
         call = self._call(request, principal.tenant_id, principal.key_id, None, roles)
-        self._embed(call, embedder)
+        if embedder is not None and _wants_vector(call):
+            self._embed(call, embedder)
         conn = session.connection().connection.driver_connection
         assert isinstance(conn, psycopg.Connection)
         return SelectResponse.model_validate_json(self._run(conn, call, request, started))
@@ -180,14 +186,12 @@ class SelectionService:
         body: str = row[0]
         return body
 
-    def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend | None) -> None:
-        """Add the query vector and its model to the call, when they can be had.
+    def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend) -> None:
+        """Add the query vector and its model to the call.
 
-        A missing backend or an embedding failure leaves dense out (BM25 still serves in
-        hybrid): a select never fails for want of vectors.
+        A missing backend (the caller's test) or an embedding failure leaves dense out
+        (BM25 still serves in hybrid): a select never fails for want of vectors.
         """
-        if call["mode"] == "bm25" or embedder is None or not call["query"].strip():
-            return
         try:
             vector = embedder.embed([call["query"]])[0]
         except EmbeddingError:
