@@ -66,8 +66,8 @@ AS $$
 $$
 """
 
-# A fusion setting as `Fusion.from_settings` reads it: a JSON number within bounds, else the
-# default (settings stored before they were validated on write).
+# A fusion setting as `Fusion.from_settings` read it before this function replaced it: a JSON
+# number within bounds, else the default (settings stored before they were validated on write).
 SETTING = """
 CREATE FUNCTION toolsift_setting(
     p_settings jsonb, p_name text, p_low float8, p_closed boolean, p_high float8,
