@@ -190,6 +190,21 @@ class TestAudit:
         assert patch["before_hash"]
         assert patch["after_hash"] != patch["before_hash"]
 
+    def test_one_entry_per_tool_write(self, admin: Caller) -> None:
+        """The index length is computed before the row is written: no second UPDATE entry."""
+        tool = {"name": "audited_once", "description": "Count the words of a page"}
+        tool_id = admin.ok(admin.post("/admin/v1/tools", tool), 201)["id"]
+        admin.ok(
+            admin.patch(
+                f"/admin/v1/tools/{tool_id}",
+                {"description": "Count every word and line of a long page"},
+            )
+        )
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        trail = [i for i in reversed(items) if i["row_key"].get("id") == tool_id]
+        assert [i["action"] for i in trail] == ["insert", "update"]
+        assert {"description", "doc_length", "version"} <= set(trail[1]["changed"])
+
     def test_agent_traffic_is_not_audited(self, admin: Caller, support_agent: Caller) -> None:
         before = len(admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"])
         support_agent.select("where is my order")

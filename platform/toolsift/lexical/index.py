@@ -73,6 +73,9 @@ _BUMP_CORPUS = text(
 )
 PUBLIC = UUID(int=0)
 
+# Weighted term frequencies of each tool, by tool id.
+Postings = dict[UUID, dict[str, float]]
+
 
 class Previous(NamedTuple):
     """What a live tool contributed to the statistics before this write."""
@@ -95,14 +98,15 @@ def reindex(
     tenant_id: UUID,
     *,
     indexed: Sequence[Tool],
+    postings: Postings,
     removed: Sequence[Tool] = (),
     previous: dict[UUID, Previous] | None = None,
-    weights: FieldWeights = DEFAULT_WEIGHTS,
 ) -> None:
     """Replace the postings of `indexed` tools, drop those of `removed` ones, fix the statistics.
 
-    `previous` maps each tool that was live before this write to its old document length,
-    required permission and token cost, so every statistics bucket moves by exactly the change.
+    `postings` is what `analyse` returned for `indexed`. `previous` maps each tool that was
+    live before this write to its old document length, required permission and token cost,
+    so every statistics bucket moves by exactly the change.
     """
     previous = previous or {}
     touched = [t.id for t in (*indexed, *removed)]
@@ -114,14 +118,12 @@ def reindex(
     ):
         df_delta[bucket(permission_id), term] -= 1
 
-    postings = _analyse(session, indexed, weights)
     rows: dict[str, list[object]] = defaultdict(list)
     docs: Counter[UUID] = Counter()
     lengths: defaultdict[UUID, float] = defaultdict(float)
     tokens: Counter[UUID] = Counter()
     for tool in indexed:
         terms = postings.get(tool.id, {})
-        tool.doc_length = sum(terms.values())
         key = bucket(tool.required_permission_id)
         docs[key] += 1
         lengths[key] += tool.doc_length
@@ -168,9 +170,14 @@ def reindex(
     )
 
 
-def _analyse(
-    session: Session, tools: Sequence[Tool], weights: FieldWeights
-) -> dict[UUID, dict[str, float]]:
+def analyse(
+    session: Session, tools: Sequence[Tool], weights: FieldWeights = DEFAULT_WEIGHTS
+) -> Postings:
+    """Each tool's terms, and its `doc_length` set from them.
+
+    Called before the tools are flushed, and without flushing them, so that a tool's row is
+    written once with its length: a second UPDATE would also be a second audit entry.
+    """
     ids: list[UUID] = []
     field_weights: list[float] = []
     bodies: list[str] = []
@@ -186,17 +193,20 @@ def _analyse(
             ids.append(tool.id)
             field_weights.append(weight)
             bodies.append(body)
-    postings: dict[UUID, dict[str, float]] = defaultdict(dict)
+    postings: Postings = defaultdict(dict)
     if ids:
-        result = session.execute(
-            _ANALYSE,
-            {
-                "tool_ids": ids,
-                "weights": field_weights,
-                "bodies": bodies,
-                "config": TEXT_SEARCH_CONFIG,
-            },
-        )
+        with session.no_autoflush:
+            result = session.execute(
+                _ANALYSE,
+                {
+                    "tool_ids": ids,
+                    "weights": field_weights,
+                    "bodies": bodies,
+                    "config": TEXT_SEARCH_CONFIG,
+                },
+            )
         for tool_id, term, tf in result:
             postings[tool_id][term] = float(tf)
+    for tool in tools:
+        tool.doc_length = sum(postings.get(tool.id, {}).values())
     return postings

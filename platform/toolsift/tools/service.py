@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from ..access.service import access
 from ..embedding import service as embeddings
 from ..errors import Conflict, NotFound, Unprocessable
-from ..lexical.index import Previous, reindex
+from ..lexical.index import Previous, analyse, reindex
 from ..models import Permission, Tool
 from .definitions import content_hash, token_cost
 from .schemas import ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
@@ -99,8 +99,10 @@ class ToolService:
                 tool.position = first + offset
                 tool.updated_at = now
             session.add_all(created)
+        indexed = [*created, *changed]
+        postings = analyse(session, indexed)
         session.flush()
-        reindex(session, tenant_id, indexed=[*created, *changed], previous=previous)
+        reindex(session, tenant_id, indexed=indexed, postings=postings, previous=previous)
         # Vectors follow in the background; the job commits with this write or not at all.
         embeddings.follow(session, [t.id for t in changed])
         embeddings.enqueue(session, tenant_id, [*created, *changed])
@@ -162,7 +164,7 @@ class ToolService:
         tool.deleted_at = datetime.now(UTC)
         tool.updated_at = tool.deleted_at
         session.flush()
-        reindex(session, tool.tenant_id, indexed=[], removed=[tool], previous=previous)
+        reindex(session, tool.tenant_id, indexed=[], postings={}, removed=[tool], previous=previous)
         embeddings.forget(session, [tool.id])
 
     def get(self, session: Session, tool_id: UUID) -> Tool:
