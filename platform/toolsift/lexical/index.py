@@ -36,40 +36,42 @@ _REMOVE = text(
     RETURNING term, required_permission_id
     """
 )
-_INSERT = text(
+# The new postings and both statistics' changes, in one round trip (the three tables are
+# independent, so one snapshot serves them all).
+_WRITE = text(
     """
-    INSERT INTO tool_terms (tenant_id, term, tool_id, tf, doc_length, required_permission_id, position)
-    SELECT :tenant_id, p.term, p.tool_id, p.tf, p.doc_length, p.permission_id, p.position
-    FROM unnest(CAST(:terms AS text[]), CAST(:tool_ids AS uuid[]), CAST(:tfs AS float8[]),
-                CAST(:lengths AS float8[]), CAST(:permissions AS uuid[]), CAST(:positions AS bigint[]))
-         AS p(term, tool_id, tf, doc_length, permission_id, position)
-    """
-)
-_BUMP_DF = text(
-    """
-    INSERT INTO term_stats (tenant_id, permission_key, term, df)
-    SELECT :tenant_id, d.permission_key, d.term, d.delta
-    FROM unnest(CAST(:keys AS uuid[]), CAST(:terms AS text[]), CAST(:deltas AS int[]))
-         AS d(permission_key, term, delta)
-    ON CONFLICT (tenant_id, permission_key, term) DO UPDATE SET df = term_stats.df + excluded.df
-    """
-)
-_DROP_EMPTY = text(
-    "DELETE FROM term_stats WHERE tenant_id = :tenant_id AND term = ANY(CAST(:terms AS text[]))"
-    " AND df <= 0"
-)
-_BUMP_CORPUS = text(
-    """
+    WITH postings AS (
+        INSERT INTO tool_terms
+               (tenant_id, term, tool_id, tf, doc_length, required_permission_id, position)
+        SELECT :tenant_id, p.term, p.tool_id, p.tf, p.doc_length, p.permission_id, p.position
+        FROM unnest(CAST(:terms AS text[]), CAST(:tool_ids AS uuid[]), CAST(:tfs AS float8[]),
+                    CAST(:lengths AS float8[]), CAST(:permissions AS uuid[]),
+                    CAST(:positions AS bigint[]))
+             AS p(term, tool_id, tf, doc_length, permission_id, position)
+    ),
+    df AS (
+        INSERT INTO term_stats (tenant_id, permission_key, term, df)
+        SELECT :tenant_id, d.permission_key, d.term, d.delta
+        FROM unnest(CAST(:df_keys AS uuid[]), CAST(:df_terms AS text[]),
+                    CAST(:df_deltas AS int[]))
+             AS d(permission_key, term, delta)
+        ON CONFLICT (tenant_id, permission_key, term) DO UPDATE
+        SET df = term_stats.df + excluded.df
+    )
     INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length, total_tokens)
     SELECT :tenant_id, c.permission_key, c.count, c.length, c.tokens
-    FROM unnest(CAST(:keys AS uuid[]), CAST(:counts AS int[]), CAST(:lengths AS float8[]),
-                CAST(:tokens AS bigint[]))
+    FROM unnest(CAST(:corpus_keys AS uuid[]), CAST(:counts AS int[]),
+                CAST(:corpus_lengths AS float8[]), CAST(:tokens AS bigint[]))
          AS c(permission_key, count, length, tokens)
     ON CONFLICT (tenant_id, permission_key) DO UPDATE
     SET doc_count = corpus_stats.doc_count + excluded.doc_count,
         total_length = corpus_stats.total_length + excluded.total_length,
         total_tokens = corpus_stats.total_tokens + excluded.total_tokens
     """
+)
+_DROP_EMPTY = text(
+    "DELETE FROM term_stats WHERE tenant_id = :tenant_id AND term = ANY(CAST(:terms AS text[]))"
+    " AND df <= 0"
 )
 PUBLIC = UUID(int=0)
 
@@ -109,26 +111,34 @@ def reindex(
     so every statistics bucket moves by exactly the change.
     """
     previous = previous or {}
-    touched = [t.id for t in (*indexed, *removed)]
-    if not touched:
+    if not indexed and not removed:
         return
     df_delta: Counter[tuple[UUID, str]] = Counter()
-    for term, permission_id in session.execute(
-        _REMOVE, {"tenant_id": tenant_id, "tool_ids": touched}
-    ):
-        df_delta[bucket(permission_id), term] -= 1
+    # Only a tool that was live has postings (a delete drops them): a new one has none.
+    live = [t.id for t in (*indexed, *removed) if t.id in previous]
+    if live:
+        for term, permission_id in session.execute(
+            _REMOVE, {"tenant_id": tenant_id, "tool_ids": live}
+        ):
+            df_delta[bucket(permission_id), term] -= 1
 
-    rows: dict[str, list[object]] = defaultdict(list)
+    rows: dict[str, list[object]] = {
+        "terms": [],
+        "tool_ids": [],
+        "tfs": [],
+        "lengths": [],
+        "permissions": [],
+        "positions": [],
+    }
     docs: Counter[UUID] = Counter()
     lengths: defaultdict[UUID, float] = defaultdict(float)
     tokens: Counter[UUID] = Counter()
     for tool in indexed:
-        terms = postings.get(tool.id, {})
         key = bucket(tool.required_permission_id)
         docs[key] += 1
         lengths[key] += tool.doc_length
         tokens[key] += tool.token_cost
-        for term, tf in terms.items():
+        for term, tf in postings.get(tool.id, {}).items():
             df_delta[key, term] += 1
             rows["terms"].append(term)
             rows["tool_ids"].append(tool.id)
@@ -136,8 +146,6 @@ def reindex(
             rows["lengths"].append(tool.doc_length)
             rows["permissions"].append(tool.required_permission_id)
             rows["positions"].append(tool.position)
-    if rows:
-        session.execute(_INSERT, {"tenant_id": tenant_id, **rows})
 
     for tool in (*indexed, *removed):
         if tool.id in previous:
@@ -146,29 +154,26 @@ def reindex(
             lengths[bucket(old.permission_id)] -= old.doc_length
             tokens[bucket(old.permission_id)] -= old.token_cost
 
-    changed = [(key, term, delta) for (key, term), delta in df_delta.items() if delta]
-    if changed:
-        changed_terms = [term for _, term, _ in changed]
-        params = {
-            "tenant_id": tenant_id,
-            "keys": [key for key, _, _ in changed],
-            "terms": changed_terms,
-            "deltas": [delta for _, _, delta in changed],
-        }
-        session.execute(_BUMP_DF, params)
-        session.execute(_DROP_EMPTY, {"tenant_id": tenant_id, "terms": changed_terms})
+    # In one order for every writer, so two writes of one tenant lock the rows they share in
+    # the same order.
+    changed = sorted((key, term, delta) for (key, term), delta in df_delta.items() if delta)
     buckets = sorted(set(docs) | set(lengths) | set(tokens))
     session.execute(
-        _BUMP_CORPUS,
+        _WRITE,
         {
             "tenant_id": tenant_id,
-            "keys": buckets,
+            **rows,
+            "df_keys": [key for key, _, _ in changed],
+            "df_terms": [term for _, term, _ in changed],
+            "df_deltas": [delta for _, _, delta in changed],
+            "corpus_keys": buckets,
             "counts": [docs[k] for k in buckets],
-            "lengths": [lengths[k] for k in buckets],
+            "corpus_lengths": [lengths[k] for k in buckets],
             "tokens": [tokens[k] for k in buckets],
         },
     )
-
+    if emptied := sorted({term for _, term, delta in changed if delta < 0}):
+        session.execute(_DROP_EMPTY, {"tenant_id": tenant_id, "terms": emptied})
 
 def analyse(
     session: Session, tools: Sequence[Tool], weights: FieldWeights = DEFAULT_WEIGHTS

@@ -1,0 +1,130 @@
+"""The BM25 index is maintained by differences; after any sequence of writes it must equal
+what the live catalog gives when counted from scratch."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.fixtures.factories import Caller
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.lexical.index import analyse
+from toolsift.models import Tool
+
+PERMISSIONS = ["crm.read", "billing.refund"]
+WORDS = [
+    "order",
+    "refund",
+    "payment",
+    "invoice",
+    "customer",
+    "account",
+    "shipping",
+    "status",
+    "label",
+    "ticket",
+    "note",
+    "calendar",
+    "meeting",
+    "export",
+    "report",
+    "search",
+    "archive",
+    "restore",
+]
+
+
+def _tool(rng: random.Random, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": " ".join(rng.choices(WORDS, k=rng.randint(2, 9))),
+        "input_schema": {
+            "type": "object",
+            "properties": {rng.choice(WORDS): {"type": "string", "description": rng.choice(WORDS)}},
+        },
+        "required_permission": rng.choice([None, *PERMISSIONS]),
+    }
+
+
+def _write_randomly(admin: Caller, rng: random.Random, steps: int) -> None:
+    names = [f"tool_{i}" for i in range(12)]
+    ids: dict[str, str] = {}
+    for _ in range(steps):
+        action = rng.choice(["upsert", "upsert", "patch", "permission", "delete"])
+        if action == "upsert" or not ids:
+            batch = [_tool(rng, name) for name in rng.sample(names, rng.randint(1, 5))]
+            for item in admin.ok(admin.put("/admin/v1/tools", {"tools": batch}))["tools"]:
+                ids[item["name"]] = item["id"]
+            continue
+        tool_id = ids[rng.choice(sorted(ids))]
+        change: dict[str, Any]
+        if action == "patch":
+            change = {"description": " ".join(rng.choices(WORDS, k=rng.randint(1, 12)))}
+        elif action == "permission":
+            change = {"required_permission": rng.choice([None, *PERMISSIONS])}
+        else:
+            assert admin.delete(f"/admin/v1/tools/{tool_id}").status_code == 204
+            continue
+        response = admin.patch(f"/admin/v1/tools/{tool_id}", change)
+        assert response.status_code in (200, 404), response.text  # 404: deleted before
+
+
+def _rows(owner: psycopg.Connection[Any], query: str, tenant: object) -> set[tuple[Any, ...]]:
+    return set(owner.execute(query, (tenant,)).fetchall())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_incremental_index_equals_a_recount(
+    admin: Caller, database: Database, owner_conn: psycopg.Connection[Any], seed: int
+) -> None:
+    for permission in PERMISSIONS:
+        admin.ok(admin.post("/admin/v1/permissions", {"name": permission}), 201)
+    _write_randomly(admin, random.Random(seed), steps=40)
+    tenant = admin.tenant_id
+
+    # Postings: those of a fresh analysis of each live tool, nothing for a deleted one.
+    with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+        live = session.query(Tool).filter(Tool.deleted_at.is_(None)).all()
+        stored_lengths = {t.id: t.doc_length for t in live}
+        fresh = analyse(session, live)
+        assert {t.id: t.doc_length for t in live} == stored_lengths
+        expected = {
+            (term, t.id, tf, t.doc_length, t.required_permission_id, t.position)
+            for t in live
+            for term, tf in fresh[t.id].items()
+        }
+        session.rollback()
+    postings = _rows(
+        owner_conn,
+        "SELECT term, tool_id, tf, doc_length, required_permission_id, position"
+        " FROM tool_terms WHERE tenant_id = %s",
+        tenant,
+    )
+    assert postings == expected
+
+    # Statistics: document frequencies and sizes per permission bucket, from the postings.
+    bucket = "coalesce(required_permission_id, '00000000-0000-0000-0000-000000000000')"
+    assert _rows(
+        owner_conn, "SELECT permission_key, term, df FROM term_stats WHERE tenant_id = %s", tenant
+    ) == _rows(
+        owner_conn,
+        f"SELECT {bucket}, term, count(*) FROM tool_terms WHERE tenant_id = %s GROUP BY 1, 2",
+        tenant,
+    )
+    corpus = owner_conn.execute(
+        "SELECT permission_key, doc_count, total_length, total_tokens FROM corpus_stats"
+        " WHERE tenant_id = %s AND doc_count <> 0",
+        (tenant,),
+    ).fetchall()
+    recount = owner_conn.execute(
+        f"SELECT {bucket}, count(*), sum(doc_length), sum(token_cost) FROM tools"
+        " WHERE tenant_id = %s AND deleted_at IS NULL GROUP BY 1",
+        (tenant,),
+    ).fetchall()
+    assert {(k, n, t) for k, n, _, t in corpus} == {(k, n, t) for k, n, _, t in recount}
+    lengths = {k: length for k, _, length, _ in recount}
+    for key, _, length, _ in corpus:
+        assert length == pytest.approx(lengths[key], rel=1e-12)
