@@ -24,7 +24,9 @@ def create_tool(data: ToolCreate, ctx: AdminContext) -> ToolRead:
 @router.put("", response_model=UpsertResult)
 def upsert_tools(data: ToolBulkUpsert, ctx: AdminContext) -> UpsertResult:
     """Create or update up to 1,000 tools by name, in one transaction. Idempotent: an
-    unchanged tool keeps its version and position; new tools append in request order."""
+    unchanged tool keeps its version and position; new tools append in request order.
+    The body must also fit the server's limit (`TOOLSIFT_MAX_BODY_BYTES`, 256 KiB by
+    default, else 413): send a large catalog in several requests."""
     return tool_service.upsert(ctx.session, ctx.principal.tenant_id, data.tools)
 
 
