@@ -4,6 +4,7 @@ what the live catalog gives when counted from scratch."""
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -13,6 +14,8 @@ from tests.fixtures.factories import Caller
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.lexical.index import analyse
 from toolsift.models import Tool
+from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.service import tool as tool_service
 
 PERMISSIONS = ["crm.read", "billing.refund"]
 WORDS = [
@@ -83,6 +86,36 @@ def test_incremental_index_equals_a_recount(
     for permission in PERMISSIONS:
         admin.ok(admin.post("/admin/v1/permissions", {"name": permission}), 201)
     _write_randomly(admin, random.Random(seed), steps=40)
+    _assert_index_is_a_recount(admin, database, owner_conn)
+
+
+def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_drift(
+    admin: Caller, database: Database, owner_conn: psycopg.Connection[Any]
+) -> None:
+    """Writers of disjoint tools share terms, so they meet on the same statistics rows: they
+    must lock them in one order (a deadlock aborts a write) and add up exactly."""
+
+    def writer(index: int) -> None:
+        rng = random.Random(index)
+        for _ in range(12):
+            batch = [
+                ToolCreate.model_validate(_tool(rng, f"w{index}_{i}"))
+                for i in rng.sample(range(6), 4)
+            ]
+            with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+                tool_service.upsert(session, admin.tenant_id, batch)
+
+    for permission in PERMISSIONS:
+        admin.ok(admin.post("/admin/v1/permissions", {"name": permission}), 201)
+    with ThreadPoolExecutor(4) as pool:
+        for done in [pool.submit(writer, index) for index in range(4)]:
+            done.result()  # re-raises a deadlock
+    _assert_index_is_a_recount(admin, database, owner_conn)
+
+
+def _assert_index_is_a_recount(
+    admin: Caller, database: Database, owner_conn: psycopg.Connection[Any]
+) -> None:
     tenant = admin.tenant_id
 
     # Postings: those of a fresh analysis of each live tool, nothing for a deleted one.

@@ -69,9 +69,14 @@ _WRITE = text(
         total_tokens = corpus_stats.total_tokens + excluded.total_tokens
     """
 )
+# Only the rows this write moved down, all of them already locked by its upsert.
 _DROP_EMPTY = text(
-    "DELETE FROM term_stats WHERE tenant_id = :tenant_id AND term = ANY(CAST(:terms AS text[]))"
-    " AND df <= 0"
+    """
+    DELETE FROM term_stats s
+    USING unnest(CAST(:keys AS uuid[]), CAST(:terms AS text[])) AS d(permission_key, term)
+    WHERE s.tenant_id = :tenant_id AND s.permission_key = d.permission_key
+      AND s.term = d.term AND s.df <= 0
+    """
 )
 PUBLIC = UUID(int=0)
 
@@ -172,8 +177,16 @@ def reindex(
             "tokens": [tokens[k] for k in buckets],
         },
     )
-    if emptied := sorted({term for _, term, delta in changed if delta < 0}):
-        session.execute(_DROP_EMPTY, {"tenant_id": tenant_id, "terms": emptied})
+    if emptied := [(key, term) for key, term, delta in changed if delta < 0]:
+        session.execute(
+            _DROP_EMPTY,
+            {
+                "tenant_id": tenant_id,
+                "keys": [key for key, _ in emptied],
+                "terms": [term for _, term in emptied],
+            },
+        )
+
 
 def analyse(
     session: Session, tools: Sequence[Tool], weights: FieldWeights = DEFAULT_WEIGHTS
