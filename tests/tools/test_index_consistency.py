@@ -113,6 +113,37 @@ def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_drift(
     _assert_index_is_a_recount(admin, database, owner_conn)
 
 
+def test_concurrent_writes_of_the_same_tools_serialize(
+    admin: Caller, database: Database, owner_conn: psycopg.Connection[Any]
+) -> None:
+    """Each change of a tool is a version of its own, and the statistics move from the
+    version before it, whichever writer got there first."""
+    names = ["shared_a", "shared_b", "shared_c"]
+    rng = random.Random(0)
+    for permission in PERMISSIONS:
+        admin.ok(admin.post("/admin/v1/permissions", {"name": permission}), 201)
+    admin.ok(admin.put("/admin/v1/tools", {"tools": [_tool(rng, name) for name in names]}))
+
+    def writer(index: int) -> int:
+        rng = random.Random(100 + index)
+        updates = 0
+        for _ in range(10):
+            batch = [ToolCreate.model_validate(_tool(rng, name)) for name in names]
+            with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+                result = tool_service.upsert(session, admin.tenant_id, batch)
+            updates += result.updated
+        return updates
+
+    with ThreadPoolExecutor(4) as pool:
+        updates = sum(pool.map(writer, range(4)))
+    versions = owner_conn.execute(
+        "SELECT sum(version - 1) FROM tools WHERE tenant_id = %s", (admin.tenant_id,)
+    ).fetchone()
+    assert versions is not None
+    assert versions[0] == updates
+    _assert_index_is_a_recount(admin, database, owner_conn)
+
+
 def _assert_index_is_a_recount(
     admin: Caller, database: Database, owner_conn: psycopg.Connection[Any]
 ) -> None:

@@ -628,6 +628,9 @@ def sync_source(
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         if actor is not None:
             audit.track(session, actor)
+        # The tenant's admin lock before the source row, in the order an admin write that
+        # changes this source takes them (the lock at its flush, then the row).
+        audit.lock_chain(session, tenant_id)
         locked = session.scalar(
             select(McpSource).where(McpSource.id == source_id).with_for_update()
         )

@@ -78,12 +78,23 @@ def entry_hash(entry: AuditEntry) -> str:
     )
 
 
+def lock_chain(session: Session, tenant_id: uuid.UUID) -> None:
+    """Wait until the tenant's other admin transactions that have written commit.
+
+    Held to the end of the transaction, and re-entrant in it. Tool writes take it before
+    they read the rows they change: they then run one at a time per tenant, and never hold
+    a row lock while they wait for it.
+    """
+    with session.no_autoflush:
+        session.execute(_LOCK_CHAIN, {"chain": f"audit:{tenant_id}"})
+
+
 def _chain(session: Session, entries: list[AuditEntry]) -> None:
     """Give each unchained entry its place: after the tenant's head, in creation order."""
     tenants = sorted({e.tenant_id for e in entries}, key=str)  # one lock order: no deadlock
     with session.no_autoflush:
         for tenant_id in tenants:
-            session.execute(_LOCK_CHAIN, {"chain": f"audit:{tenant_id}"})
+            lock_chain(session, tenant_id)
             head = session.execute(
                 select(AuditEntry.seq, AuditEntry.entry_hash)
                 .where(AuditEntry.tenant_id == tenant_id, AuditEntry.seq.is_not(None))

@@ -15,6 +15,7 @@ from ..embedding import service as embeddings
 from ..errors import Conflict, NotFound, Unprocessable
 from ..lexical.index import Previous, analyse, reindex
 from ..models import Permission, Tool
+from ..security.audit import lock_chain
 from .definitions import content_hash, token_cost
 from .schemas import ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
 
@@ -53,10 +54,17 @@ class ToolService:
                     field=f"{field}[{index}].name" if field else "name",
                 )
             seen[item.name] = index
+        # One tool writer per tenant at a time, so that a version and the statistics move
+        # from the last committed write; rows loaded before the lock are read again.
+        lock_chain(session, tenant_id)
         permission_ids = self._permission_ids(session, items, field=field)
         existing = {
             t.name: t
-            for t in session.scalars(select(Tool).where(Tool.name.in_([i.name for i in items])))
+            for t in session.scalars(
+                select(Tool)
+                .where(Tool.name.in_([i.name for i in items]))
+                .execution_options(populate_existing=True)
+            )
         }
         previous = {t.id: Previous.of(t) for t in existing.values() if t.deleted_at is None}
         now = datetime.now(UTC)
@@ -124,7 +132,7 @@ class ToolService:
         return UpsertResult(tools=result, **counts)
 
     def update(self, session: Session, tool_id: UUID, data: ToolUpdate) -> Tool:
-        tool = self.get(session, tool_id)
+        tool = self.get(session, tool_id, for_write=True)
         if tool.deleted_at is not None:
             raise NotFound("tool not found")
         fields = data.model_fields_set
@@ -157,7 +165,7 @@ class ToolService:
         return tool
 
     def delete(self, session: Session, tool_id: UUID) -> None:
-        tool = self.get(session, tool_id)
+        tool = self.get(session, tool_id, for_write=True)
         if tool.deleted_at is not None:
             return
         previous = {tool.id: Previous.of(tool)}
@@ -167,8 +175,12 @@ class ToolService:
         reindex(session, tool.tenant_id, indexed=[], postings={}, removed=[tool], previous=previous)
         embeddings.forget(session, [tool.id])
 
-    def get(self, session: Session, tool_id: UUID) -> Tool:
-        tool = session.get(Tool, (session.info["tenant_id"], tool_id))
+    def get(self, session: Session, tool_id: UUID, *, for_write: bool = False) -> Tool:
+        """`for_write`: after the tenant's tool writers before it (see `upsert`)."""
+        tenant_id = session.info["tenant_id"]
+        if for_write:
+            lock_chain(session, tenant_id)
+        tool = session.get(Tool, (tenant_id, tool_id), populate_existing=for_write)
         if tool is None:
             raise NotFound("tool not found")
         return tool
