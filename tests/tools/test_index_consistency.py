@@ -116,13 +116,11 @@ def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_drift(
 def test_concurrent_writes_of_the_same_tools_serialize(
     admin: Caller, database: Database, owner_conn: psycopg.Connection[Any]
 ) -> None:
-    """Each change of a tool is a version of its own, and the statistics move from the
-    version before it, whichever writer got there first."""
+    """One writer creates each tool, each change of a tool is a version of its own, and the
+    statistics move from the version before it, whichever writer got there first."""
     names = ["shared_a", "shared_b", "shared_c"]
-    rng = random.Random(0)
     for permission in PERMISSIONS:
         admin.ok(admin.post("/admin/v1/permissions", {"name": permission}), 201)
-    admin.ok(admin.put("/admin/v1/tools", {"tools": [_tool(rng, name) for name in names]}))
 
     def writer(index: int) -> int:
         rng = random.Random(100 + index)
