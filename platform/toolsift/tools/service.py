@@ -113,7 +113,7 @@ class ToolService:
         reindex(session, tenant_id, indexed=indexed, postings=postings, previous=previous)
         # Vectors follow in the background; the job commits with this write or not at all.
         embeddings.follow(session, [t.id for t in changed])
-        embeddings.enqueue(session, tenant_id, [*created, *changed])
+        embeddings.enqueue(session, tenant_id, indexed)
         session.flush()
         by_name = {t.name: t for t in (*existing.values(), *created)}
         result = [
