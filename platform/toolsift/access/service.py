@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from ..auth import keys
 from ..errors import Conflict, NotFound, Unprocessable
 from ..models import ApiKey, ApiKeyRole, Permission, Role, RolePermission, Tool
+from ..security.audit import lock_chain
 from .schemas import KeyCreate, PermissionCreate, RoleCreate, RoleUpdate
 
 # Permissions the platform itself requires and no role may hold. `mcp.review` is required by
@@ -85,6 +86,9 @@ class AccessService:
         return permission
 
     def delete_permission(self, session: Session, permission_id: UUID) -> None:
+        # After the tenant's tool writes (they take this lock first): a tool that one of
+        # them is giving this permission is counted below, not met as a foreign-key error.
+        lock_chain(session, session.info["tenant_id"])
         permission = self.get_permission(session, permission_id)
         in_use = session.scalar(
             select(func.count())
