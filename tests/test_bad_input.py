@@ -143,6 +143,9 @@ class TestSelectRequestValidation:
             ({"messages": [USER], "k": 2.5}, "k"),
             ({"messages": [USER], "budget_tokens": "lots"}, "budget_tokens"),
             ({"messages": [USER], "roles": "support"}, "roles"),
+            # A name no role can have: refused before it reaches the database.
+            ({"messages": [USER], "roles": ["support", "a\u0000b"]}, "roles[1]"),
+            ({"messages": [USER], "roles": ["x'; DROP TABLE roles; --"]}, "roles[0]"),
             ({"messages": [USER], "task": "ship it"}, "task"),
             ({"messages": [USER], "task": {"plan": 5}}, "task.plan"),
             ({"messages": [USER], "task": {"recent_tools": "order_status"}}, "task.recent_tools"),
@@ -336,6 +339,10 @@ class TestQueriesArePlainText:
     ) -> None:
         response = support_agent.post("/v1/authorize", {"tool": "order\u0000status"})
         assert response.status_code in (200, 422)
+
+    def test_a_nul_byte_in_an_asserted_role_is_422_naming_it(self, support_agent: Caller) -> None:
+        call = {"tool": "order_status", "roles": ["support", "sup\u0000port"]}
+        refused(support_agent.post("/v1/authorize", call), 422, "roles[1]")
 
     def test_sql_in_a_tool_name_of_the_conversation_is_only_a_name(
         self, admin: Caller, support_agent: Caller, owner_conn: OwnerConn

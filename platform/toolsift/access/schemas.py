@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import Field
@@ -10,6 +10,8 @@ from ..kit.schemas import ReadSchema, StoredSchema
 
 # Names that read well in URLs, logs and SQL; dots allowed for `crm.read`-style permissions.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$"
+# A role as a caller asserts it: only a name a role can have (so never NUL or SQL).
+RoleName = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
 class PermissionCreate(StoredSchema):

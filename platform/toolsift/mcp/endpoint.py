@@ -20,6 +20,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
+from ..access.schemas import NAME_PATTERN
 from ..auth import keys
 from ..auth.deps import Principal, _authenticate
 from ..config import Settings
@@ -46,7 +47,11 @@ SEARCH_TOOLS = types.Tool(
                 "maxItems": 50,
                 "description": "Tools called recently, newest last.",
             },
-            "roles": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
+            "roles": {
+                "type": "array",
+                "items": {"type": "string", "pattern": NAME_PATTERN},
+                "maxItems": 50,
+            },
             "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
             "budget_tokens": {"type": "integer", "minimum": 1, "maximum": 200000},
             "format": {"type": "string", "enum": list(get_args(Format)), "default": "mcp"},

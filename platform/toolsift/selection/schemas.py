@@ -5,6 +5,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..access.schemas import RoleName
 from ..kit.schemas import Schema
 from ..tools.definitions import Format
 
@@ -64,7 +65,7 @@ class SelectRequest(Schema):
 
     messages: list[Message] = Field(min_length=1, max_length=200)
     task: TaskState = Field(default_factory=TaskState)
-    roles: list[str] | None = Field(
+    roles: list[RoleName] | None = Field(
         default=None, max_length=50, description="Roles to act as; default: all the key's roles."
     )
     k: int = Field(default=5, ge=1, le=50, description="Ranked tools to add beyond core and used.")
@@ -104,7 +105,7 @@ class SelectResponse(BaseModel):
 
 class AuthorizeRequest(Schema):
     tool: str = Field(min_length=1, max_length=200)
-    roles: list[str] | None = Field(default=None, max_length=50)
+    roles: list[RoleName] | None = Field(default=None, max_length=50)
     arguments: dict[str, Any] | None = Field(
         default=None, description="When given, also checked against the tool's input schema."
     )
