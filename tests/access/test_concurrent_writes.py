@@ -1,0 +1,99 @@
+"""Two admin writes of one tenant at once: the second sees the first's result and answers
+with a clear 4xx, never a constraint error (a 500).
+
+Each test holds the first write's transaction open, starts the second in a thread, and
+commits the first while the second waits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from uuid import UUID
+
+import pytest
+from sqlalchemy.orm import Session
+
+from tests.fixtures.factories import Caller
+from toolsift.access.schemas import KeyCreate, PermissionCreate, RoleCreate
+from toolsift.access.service import access
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.errors import AppError, Conflict, Unprocessable
+
+PEPPER = "test-pepper"
+
+
+def _race(
+    database: Database,
+    tenant: UUID,
+    first: Callable[[Session], object],
+    second: Callable[[Session], object],
+    expected: type[AppError],
+) -> None:
+    def run_second() -> None:
+        with _unit(database, tenant) as session:
+            second(session)
+
+    with ThreadPoolExecutor(1) as pool:
+        with _unit(database, tenant) as session:
+            first(session)
+            racing = pool.submit(run_second)
+            time.sleep(0.5)  # the second write is now waiting for the first
+        with pytest.raises(expected):
+            racing.result()
+
+
+def _unit(database: Database, tenant: UUID) -> AbstractContextManager[Session]:
+    return database.unit_of_work(tenant, permissions=ALL_PERMISSIONS)
+
+
+def test_two_creates_of_one_role_name(admin: Caller, database: Database) -> None:
+    tenant = admin.tenant_id
+    role = RoleCreate(name="ops")
+    _race(
+        database,
+        tenant,
+        lambda s: access.create_role(s, tenant, role),
+        lambda s: access.create_role(s, tenant, role),
+        Conflict,
+    )
+
+
+def test_two_creates_of_one_permission_name(admin: Caller, database: Database) -> None:
+    tenant = admin.tenant_id
+    permission = PermissionCreate(name="crm.read")
+    _race(
+        database,
+        tenant,
+        lambda s: access.create_permission(s, tenant, permission),
+        lambda s: access.create_permission(s, tenant, permission),
+        Conflict,
+    )
+
+
+def test_a_key_given_a_role_being_deleted(admin: Caller, database: Database) -> None:
+    tenant = admin.tenant_id
+    role = admin.ok(admin.post("/admin/v1/roles", {"name": "ops"}), 201)
+    key = KeyCreate(name="bot", scope="agent", roles=["ops"])
+    _race(
+        database,
+        tenant,
+        lambda s: access.delete_role(s, UUID(role["id"])),
+        lambda s: access.create_key(s, tenant, key, pepper=PEPPER),
+        Unprocessable,
+    )
+
+
+def test_a_grant_of_a_permission_being_deleted(admin: Caller, database: Database) -> None:
+    tenant = admin.tenant_id
+    permission = admin.ok(admin.post("/admin/v1/permissions", {"name": "crm.read"}), 201)
+    role = admin.ok(admin.post("/admin/v1/roles", {"name": "ops"}), 201)
+    _race(
+        database,
+        tenant,
+        lambda s: access.delete_permission(s, UUID(permission["id"])),
+        lambda s: access.grant(s, UUID(role["id"]), "crm.read"),
+        Unprocessable,
+    )
