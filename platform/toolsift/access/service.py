@@ -45,19 +45,12 @@ class KeyView:
     secret: str = ""
 
 
-def _one_writer(session: Session, tenant_id: UUID | None = None) -> None:
-    """Admin writes of a tenant run one at a time (`security.audit.lock_chain`), so what a
-    write checks first (a name is free, a role or permission exists) still holds when it
-    writes: a concurrent write then gets a 409 or 422, not a constraint error."""
-    lock_chain(session, tenant_id or session.info["tenant_id"])
-
-
 class AccessService:
     # --- permissions -------------------------------------------------------------------------
     def create_permission(
         self, session: Session, tenant_id: UUID, data: PermissionCreate
     ) -> Permission:
-        _one_writer(session, tenant_id)
+        lock_chain(session, tenant_id)
         if data.name in RESERVED_PERMISSIONS:
             raise Unprocessable(f"permission {data.name!r} is reserved", field="name")
         if session.scalar(select(Permission.id).where(Permission.name == data.name)):
@@ -72,7 +65,7 @@ class AccessService:
     def reserved_permission(self, session: Session, tenant_id: UUID, name: str) -> Permission:
         """The tenant's reserved permission `name`, created on first use."""
         assert name in RESERVED_PERMISSIONS
-        _one_writer(session, tenant_id)
+        lock_chain(session, tenant_id)
         permission = session.scalar(select(Permission).where(Permission.name == name))
         if permission is None:
             permission = Permission(
@@ -97,7 +90,7 @@ class AccessService:
     def delete_permission(self, session: Session, permission_id: UUID) -> None:
         # After the tenant's tool writes too (they take the same lock first): a tool that one
         # of them is giving this permission is counted below.
-        _one_writer(session)
+        lock_chain(session)
         permission = self.get_permission(session, permission_id)
         in_use = session.scalar(
             select(func.count())
@@ -131,7 +124,7 @@ class AccessService:
 
     # --- roles -------------------------------------------------------------------------------
     def create_role(self, session: Session, tenant_id: UUID, data: RoleCreate) -> RoleView:
-        _one_writer(session, tenant_id)
+        lock_chain(session, tenant_id)
         if session.scalar(select(Role.id).where(Role.name == data.name)):
             raise Conflict(f"role {data.name!r} already exists", field="name")
         role = Role(
@@ -143,7 +136,7 @@ class AccessService:
         return self._role_view(session, role)
 
     def update_role(self, session: Session, role_id: UUID, data: RoleUpdate) -> RoleView:
-        _one_writer(session)
+        lock_chain(session)
         role = self._role(session, role_id)
         if data.description is not None:
             role.description = data.description
@@ -154,13 +147,13 @@ class AccessService:
         return self._role_view(session, role)
 
     def grant(self, session: Session, role_id: UUID, permission: str) -> RoleView:
-        _one_writer(session)
+        lock_chain(session)
         role = self._role(session, role_id)
         self._grant(session, role, [permission], field="permission")
         return self._role_view(session, role)
 
     def revoke(self, session: Session, role_id: UUID, permission: str) -> RoleView:
-        _one_writer(session)
+        lock_chain(session)
         role = self._role(session, role_id)
         ids = self.permission_ids(session, [permission], field="permission")
         session.execute(
@@ -179,7 +172,7 @@ class AccessService:
         ]
 
     def delete_role(self, session: Session, role_id: UUID) -> None:
-        _one_writer(session)
+        lock_chain(session)
         session.delete(self._role(session, role_id))
         session.flush()
 
@@ -237,7 +230,7 @@ class AccessService:
     def create_key(
         self, session: Session, tenant_id: UUID, data: KeyCreate, *, pepper: str
     ) -> KeyView:
-        _one_writer(session, tenant_id)
+        lock_chain(session, tenant_id)
         if data.scope == "admin" and data.roles:
             raise Unprocessable("admin keys see every tool; they take no roles", field="roles")
         role_ids = self.role_ids(session, data.roles, field="roles")
@@ -271,7 +264,7 @@ class AccessService:
         return self._key_view(session, self._key(session, key_id))
 
     def revoke_key(self, session: Session, key_id: UUID) -> KeyView:
-        _one_writer(session)
+        lock_chain(session)
         key = self._key(session, key_id)
         if key.revoked_at is None:
             key.revoked_at = datetime.now(UTC)

@@ -78,15 +78,17 @@ def entry_hash(entry: AuditEntry) -> str:
     )
 
 
-def lock_chain(session: Session, tenant_id: uuid.UUID) -> None:
+def lock_chain(session: Session, tenant_id: uuid.UUID | None = None) -> None:
     """Wait until the tenant's other admin transactions that have written commit.
 
-    Held to the end of the transaction, and re-entrant in it. Tool writes take it before
-    they read the rows they change: they then run one at a time per tenant, and never hold
-    a row lock while they wait for it.
+    Held to the end of the transaction, and re-entrant in it. Tool and access writes take it
+    before they read what they check (a version, a free name, a role that exists): they run
+    one at a time per tenant, what they checked still holds when they write, and they never
+    hold a row lock while they wait for it. `tenant_id`: the session's tenant by default.
     """
+    chain = f"audit:{tenant_id or session.info['tenant_id']}"
     with session.no_autoflush:
-        session.execute(_LOCK_CHAIN, {"chain": f"audit:{tenant_id}"})
+        session.execute(_LOCK_CHAIN, {"chain": chain})
 
 
 def _chain(session: Session, entries: list[AuditEntry]) -> None:

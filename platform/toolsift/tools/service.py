@@ -177,10 +177,9 @@ class ToolService:
 
     def get(self, session: Session, tool_id: UUID, *, for_write: bool = False) -> Tool:
         """`for_write`: after the tenant's tool writers before it (see `upsert`)."""
-        tenant_id = session.info["tenant_id"]
         if for_write:
-            lock_chain(session, tenant_id)
-        tool = session.get(Tool, (tenant_id, tool_id), populate_existing=for_write)
+            lock_chain(session)
+        tool = session.get(Tool, (session.info["tenant_id"], tool_id), populate_existing=for_write)
         if tool is None:
             raise NotFound("tool not found")
         return tool
