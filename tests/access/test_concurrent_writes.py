@@ -16,13 +16,13 @@ from uuid import UUID
 import pytest
 from sqlalchemy.orm import Session
 
-from tests.fixtures.factories import Caller
+from tests.fixtures.factories import PEPPER, Caller
 from toolsift.access.schemas import KeyCreate, PermissionCreate, RoleCreate
 from toolsift.access.service import access
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.errors import AppError, Conflict, Unprocessable
-
-PEPPER = "test-pepper"
+from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.service import tool as tool_service
 
 
 def _race(
@@ -96,4 +96,18 @@ def test_a_grant_of_a_permission_being_deleted(admin: Caller, database: Database
         lambda s: access.delete_permission(s, UUID(permission["id"])),
         lambda s: access.grant(s, UUID(role["id"]), "crm.read"),
         Unprocessable,
+    )
+
+
+def test_a_permission_a_tool_write_is_giving_a_tool(admin: Caller, database: Database) -> None:
+    """The delete counts the tools requiring the permission after the tenant's tool writes."""
+    tenant = admin.tenant_id
+    permission = admin.ok(admin.post("/admin/v1/permissions", {"name": "crm.read"}), 201)
+    tool = ToolCreate(name="lookup", description="Look up", required_permission="crm.read")
+    _race(
+        database,
+        tenant,
+        lambda s: tool_service.upsert(s, tenant, [tool]),
+        lambda s: access.delete_permission(s, UUID(permission["id"])),
+        Conflict,
     )
