@@ -1,14 +1,18 @@
-"""The migrations and the ORM models describe the same schema."""
+"""The migrations and the ORM models describe the same schema; the last one can be undone."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from psycopg import sql
 from sqlalchemy import create_engine, text
 
 from toolsift.config import normalise_database_url
+from toolsift.migrate import alembic_config, ensure_database, upgrade
 from toolsift.models import Base
 
 
@@ -46,3 +50,44 @@ def test_models_match_the_migrated_schema(database_url: str) -> None:
         engine.dispose()
     assert partitions, "selection_logs has no partitions: the query is wrong"
     assert diff == []
+
+
+def _schema(url: str) -> tuple[str, set[tuple[str, ...]]]:
+    """The revision, and the app's functions (with their bodies) and columns."""
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        rows = conn.execute(
+            "SELECT oid::regprocedure::text, md5(prosrc), coalesce(proconfig::text, '')"
+            " FROM pg_proc WHERE proname LIKE 'toolsift%%'"
+            " UNION ALL SELECT table_name::text, column_name::text, data_type::text"
+            " FROM information_schema.columns WHERE table_schema = 'public'"
+        )
+        return str(revision[0] if revision else None), {tuple(row) for row in rows}
+
+
+def test_the_last_migration_downgrades_and_upgrades_again(pg_server: str, worker_id: str) -> None:
+    """Undone, it leaves the schema its predecessor makes; redone, the schema of head."""
+    plain = pg_server.replace("postgresql+psycopg://", "postgresql://")
+    names = [f"toolsift_downgrade_{worker_id}", f"toolsift_previous_{worker_id}"]
+
+    def drop_all() -> None:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            for name in names:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+
+    drop_all()
+    url, previous_url = (ensure_database(pg_server, name) for name in names)
+    try:
+        upgrade(url)
+        at_head = _schema(url)
+        command.downgrade(alembic_config(url), "-1")
+        undone = _schema(url)
+        upgrade(previous_url, undone[0])
+        assert undone != at_head
+        assert undone == _schema(previous_url)
+        upgrade(url)
+        assert _schema(url) == at_head
+    finally:
+        drop_all()

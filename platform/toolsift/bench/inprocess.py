@@ -1,7 +1,8 @@
 """The select path measured in layers, in this process, to show where HTTP time goes.
 
-* `score`: just `bm25.score`, the one SQL statement, inside a unit of work whose
-  permissions are the agent's (RLS applies exactly as in production);
+* `score`: just `bm25.score` (without matched terms, as a select without debug), the one SQL
+  statement, inside a unit of work whose permissions are the agent's (RLS applies exactly as
+  in production);
 * `service`: `selection.select` plus its transaction (begin, the tenant's scope, the one
   `toolsift_select` statement, commit), i.e. everything except HTTP, JSON and the key check
   (which the HTTP path folds into that statement).
@@ -63,7 +64,7 @@ def measure(
             apply_roles(session, principal, resolve_roles(principal, None))
             text_query = build_query(request)
             started = time.perf_counter()
-            bm25.score(session, tenant.tenant_id, text_query, limit=CANDIDATE_POOL)
+            bm25.score(session, tenant.tenant_id, text_query, limit=CANDIDATE_POOL, terms=False)
             elapsed = (time.perf_counter() - started) * 1000
         if n >= warmup:
             score_ms.append(elapsed)

@@ -18,12 +18,12 @@ from ..lexical.analysis import TEXT_SEARCH_CONFIG
 K1 = 1.2
 B = 0.75
 
-# The statement itself is `toolsift_bm25` (migration 0008), which the select function calls
+# The statement itself is `toolsift_bm25` (migration 0010), which the select function calls
 # too: one text, so these scores are the served ones, bit for bit.
 _SCORE = text(
     "SELECT tool_id, score, terms, position FROM toolsift_bm25("
     "CAST(:tenant_id AS uuid), :query, CAST(:config AS regconfig), CAST(:k1 AS float8), CAST(:b AS float8),"
-    " CAST(:limit AS integer))"
+    " CAST(:limit AS integer), CAST(:terms AS boolean))"
 )
 
 
@@ -31,7 +31,7 @@ _SCORE = text(
 class Scored:
     tool_id: UUID
     score: float
-    terms: list[str]
+    terms: list[str]  # empty unless asked for
 
 
 def score(
@@ -43,7 +43,9 @@ def score(
     k1: float = K1,
     b: float = B,
     config: str = TEXT_SEARCH_CONFIG,
+    terms: bool = True,
 ) -> list[Scored]:
+    """`terms=False` skips collecting the matched terms, as a select without debug does."""
     if not query.strip():
         return []
     rows = session.execute(
@@ -55,6 +57,7 @@ def score(
             "k1": k1,
             "b": b,
             "limit": limit,
+            "terms": terms,
         },
     )
-    return [Scored(tool_id, float(s), list(terms)) for tool_id, s, terms, _ in rows]
+    return [Scored(tool_id, float(s), list(matched or [])) for tool_id, s, matched, _ in rows]
