@@ -4,8 +4,8 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-04 06:00:00+00:00
 
-Measured on the bench catalogs (database CPU per BM25 select, one client, interleaved with the
-0008 function, docs/benchmarks.md): about a fifth less at 1,000 tools, an eighth at 10,000.
+Measured on the bench catalogs with `benchmarks/select_function_ab.py` against 0008's
+functions on the same database (docs/benchmarks.md): 10-20% less database CPU per BM25 select.
 
 * The chosen tools' definitions were read by a statement that PostgreSQL planned anew on every
   call (0.23 ms, an eighth of the database's time per select at 1,000 tools): its custom plan,

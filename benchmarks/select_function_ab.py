@@ -1,0 +1,213 @@
+"""A migration's select function beside the current one, on one database, interleaved.
+
+    .venv/bin/python benchmarks/select_function_ab.py \\
+        migrations/versions/2026-12-03-1800_select_function.py [--rounds 30] [--http-rounds 4]
+
+`toolsift bench select --baseline-ref` serves an older API on the same database, so it cannot
+compare changes to the SQL functions themselves. This loads the bench's synthetic tenants
+(as `bench select` loads them: 98 small ones, which only shape the statistics the planner
+sees, one of 1,000 tools and one of 10,000) into a private embedded PostgreSQL migrated to
+head, and creates the given migration's `toolsift_bm25` and `toolsift_select` in a schema
+`baseline`. A connection whose search_path puts that schema first runs the baseline; the
+rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
+
+1. **function**: one connection per side calls its `toolsift_select` as the HTTP path does
+   (the agent's key hash, no debug, k 5, budget 4000, mode bm25), the sides alternating in
+   rounds of `--calls` selects. A backend's CPU time comes from /proc/PID/schedstat
+   (nanoseconds), so the figure is the database's own work whatever else the machine runs.
+   Prints the median CPU per select of each side and the median of the rounds' ratios.
+2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
+   baseline's search_path, loaded in turn by 8 closed-loop clients (`bench select`'s client)
+   for `--http-seconds`, in the order baseline, current, current, baseline, ... Prints
+   selects/s and CPU per select of PostgreSQL and the API for every run.
+
+Linux only (schedstat); nothing is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+import uuid
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+
+from toolsift.auth import keys
+from toolsift.bench import httpload
+from toolsift.bench.load import Tenant, analyze, load_all
+from toolsift.bench.stack import ApiServer, postmaster_pid, start_database
+from toolsift.bench.stats import CpuMeter
+from toolsift.bench.synthetic import Sizes, generate
+from toolsift.db import Database
+from toolsift.selection import bm25
+from toolsift.selection.service import _SELECT, CANDIDATE_POOL
+
+PEPPER = "select-function-ab-pepper"
+SIDES = ("baseline", "current")
+CONCURRENCY = 8
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+
+def _install_baseline(owner_url: str, path: Path) -> None:
+    """The migration's BM25 and select functions, under their own names, in schema baseline."""
+    spec = spec_from_file_location("baseline_migration", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path}: not a migration module")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with psycopg.connect(owner_url, autocommit=True) as owner:
+        owner.execute("CREATE SCHEMA baseline")
+        owner.execute("SET search_path = baseline, public")  # CREATE FUNCTION lands there
+        for text in (module.BM25, module.SELECT):
+            owner.execute(text.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION"))
+        owner.execute("GRANT USAGE ON SCHEMA baseline TO toolsift_app")
+        owner.execute("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA baseline TO toolsift_app")
+
+
+def _url(url: str, side: str) -> str:
+    """The baseline side resolves `toolsift_select` and `toolsift_bm25` in schema baseline."""
+    if side == "current":
+        return url
+    separator = "&" if "?" in url else "?"
+    return f"{url}{separator}options={quote('-csearch_path=baseline,public')}"
+
+
+def _connect(url: str) -> tuple[Conn, int]:
+    conn: Conn = psycopg.connect(url, autocommit=True)
+    conn.execute("SET ROLE toolsift_app")
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return conn, int(row[0])
+
+
+def _cpu_ms(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e6
+
+
+def _functions(url: str, tenant: Tenant, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Database CPU ms per select of each side, one figure per round."""
+    key_hash = keys.hash_key(tenant.agent_key, PEPPER)
+    queries = [q.text for q in tenant.catalog.queries]
+    links = {side: _connect(_url(url, side)) for side in SIDES}
+    per_select: dict[str, list[float]] = {side: [] for side in SIDES}
+
+    def call(query: str) -> dict[str, Any]:
+        return {
+            "tenant_id": tenant.tenant_id, "key_id": tenant.key_id, "key_hash": key_hash,
+            "roles": None, "selection_id": uuid.uuid4(), "query": query, "config": "english",
+            "k1": bm25.K1, "b": bm25.B, "pool": CANDIDATE_POOL, "mode": "bm25", "vector": None,
+            "model": None, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
+            "debug": False, "elapsed_ms": 0.0,
+        }  # fmt: skip
+
+    try:
+        for conn, _ in links.values():
+            for query in queries[:20]:  # the plan cache settles after five calls
+                conn.execute(_SELECT, call(query))
+        offset = 0
+        for n in range(rounds):
+            # Alternate who goes first: a round can warm the cache for the next.
+            for side in SIDES if n % 2 == 0 else SIDES[::-1]:
+                conn, pid = links[side]
+                started = _cpu_ms(pid)
+                for i in range(calls):
+                    conn.execute(_SELECT, call(queries[(offset + i) % len(queries)]))
+                per_select[side].append((_cpu_ms(pid) - started) / calls)
+            offset += calls
+    finally:
+        for conn, _ in links.values():
+            conn.close()
+    return per_select
+
+
+def _http(
+    servers: dict[str, ApiServer], postgres: int, tenant: Tenant, rounds: int, seconds: float
+) -> None:
+    jobs = [httpload.job(tenant.agent_key, query) for query in tenant.catalog.queries]
+    order = [side for n in range(rounds) for side in (SIDES if n % 2 == 0 else SIDES[::-1])]
+    for side in order:
+        server = servers[side]
+        meter = CpuMeter(
+            {
+                "postgres": ([postgres], True),
+                "api": (server.pids(), True),
+                "client": ([os.getpid()], False),
+            }
+        )
+        result = httpload.run(
+            server.url, jobs, concurrency=CONCURRENCY, duration=seconds,
+            max_requests=10**9, warmup=2.0, meter=meter,
+        )  # fmt: skip
+        cpu = result.as_dict()["cpu_ms_per_select"]
+        print(
+            f"  {side:8s} {result.throughput:6.0f} selects/s  p50 {result.latency.p50:5.1f} ms"
+            f"  CPU per select: PostgreSQL {cpu['postgres']:.2f}, API {cpu['api']:.2f},"
+            f" client {cpu['client']:.2f} ms  errors {result.errors}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("baseline", type=Path, help="the migration whose functions to compare")
+    parser.add_argument("--small-tenants", type=int, default=98)
+    parser.add_argument("--big", type=int, default=1000)
+    parser.add_argument("--huge", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=30, help="function rounds")
+    parser.add_argument("--calls", type=int, default=100, help="selects per function round")
+    parser.add_argument("--http-rounds", type=int, default=4, help="0: no HTTP runs")
+    parser.add_argument("--http-seconds", type=float, default=15.0)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
+    catalogs = generate(sizes, seed=args.seed)
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="select-ab-")))
+        server, url = start_database(work / "pg", stack)
+        database = Database(url, pool_size=2)
+        stack.callback(database.dispose)
+        tenants, _ = load_all(database, catalogs, pepper=PEPPER)
+        analyze(url)
+        plain = url.replace("postgresql+psycopg://", "postgresql://")
+        _install_baseline(plain, args.baseline)
+        measured = [t for t in tenants if len(t.catalog.tools) >= min(args.big, args.huge)]
+
+        print(f"baseline: {args.baseline.name}; {args.rounds} rounds of {args.calls} selects")
+        print("tenant  tools   baseline ms  current ms  current / baseline (median of rounds)")
+        for tenant in measured:
+            cpu = _functions(plain, tenant, args.rounds, args.calls)
+            before, after = cpu["baseline"], cpu["current"]
+            ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
+            print(
+                f"{tenant.catalog.name:7s} {len(tenant.catalog.tools):6,d}"
+                f"  {statistics.median(before):11.3f}  {statistics.median(after):10.3f}"
+                f"  {ratio:.3f}"
+            )
+        if args.http_rounds <= 0:
+            return
+        postgres = postmaster_pid(server)
+        assert postgres is not None
+        servers = {}
+        for side in SIDES:
+            (work / side).mkdir()
+            servers[side] = ApiServer(
+                _url(url, side), workers=2, pepper=PEPPER, work_dir=work / side
+            )
+            stack.callback(servers[side].stop)
+            servers[side].start()
+        for tenant in measured:
+            print(
+                f"{tenant.catalog.name} ({len(tenant.catalog.tools):,} tools), HTTP, {CONCURRENCY} clients"
+            )
+            _http(servers, postgres, tenant, args.http_rounds, args.http_seconds)
+
+
+if __name__ == "__main__":
+    main()
