@@ -56,18 +56,29 @@ CONCURRENCY = 8
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 
-def _install_baseline(owner_url: str, path: Path) -> None:
-    """The migration's BM25 and select functions, under their own names, in schema baseline."""
+def _baseline_sql(path: Path) -> list[str]:
+    """The migration's BM25 and select functions, read before anything is loaded."""
     spec = spec_from_file_location("baseline_migration", path)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"{path}: not a migration module")
+        raise SystemExit(f"{path}: not a Python module")
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
+    statements = []
+    for attribute, name in (("BM25", "toolsift_bm25("), ("SELECT", "toolsift_select(")):
+        text = getattr(module, attribute, None)
+        if not isinstance(text, str) or name not in text:
+            raise SystemExit(f"{path}: no {attribute} text defining {name[:-1]}")
+        statements.append(text.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION"))
+    return statements
+
+
+def _install_baseline(owner_url: str, statements: list[str]) -> None:
+    """The baseline's functions, under their own names, in schema baseline."""
     with psycopg.connect(owner_url, autocommit=True) as owner:
         owner.execute("CREATE SCHEMA baseline")
         owner.execute("SET search_path = baseline, public")  # CREATE FUNCTION lands there
-        for text in (module.BM25, module.SELECT):
-            owner.execute(text.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION"))
+        for statement in statements:
+            owner.execute(statement)
         owner.execute("GRANT USAGE ON SCHEMA baseline TO toolsift_app")
         owner.execute("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA baseline TO toolsift_app")
 
@@ -166,6 +177,7 @@ def main() -> None:
     parser.add_argument("--http-seconds", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    baseline = _baseline_sql(args.baseline)
     sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
     catalogs = generate(sizes, seed=args.seed)
     with contextlib.ExitStack() as stack:
@@ -176,8 +188,8 @@ def main() -> None:
         tenants, _ = load_all(database, catalogs, pepper=PEPPER)
         analyze(url)
         plain = url.replace("postgresql+psycopg://", "postgresql://")
-        _install_baseline(plain, args.baseline)
-        measured = [t for t in tenants if len(t.catalog.tools) >= min(args.big, args.huge)]
+        _install_baseline(plain, baseline)
+        measured = [t for t in tenants if t.catalog.name in ("big", "huge")]
 
         print(f"baseline: {args.baseline.name}; {args.rounds} rounds of {args.calls} selects")
         print("tenant  tools   baseline ms  current ms  current / baseline (median of rounds)")
