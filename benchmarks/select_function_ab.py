@@ -17,9 +17,11 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    (nanoseconds), so the figure is the database's own work whatever else the machine runs.
    Prints the median CPU per select of each side and the median of the rounds' ratios.
 2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
-   baseline's search_path, loaded in turn by 8 closed-loop clients (`bench select`'s client)
-   for `--http-seconds`, in the order baseline, current, current, baseline, ... Prints
-   selects/s and CPU per select of PostgreSQL and the API for every run.
+   baseline's search_path. First both answer the same selects (`--compare-queries` per
+   tenant, in five request shapes), compared field by field but for the selection id and
+   debug scores; then 8 closed-loop clients (`bench select`'s client) load them in turn for
+   `--http-seconds`, in the order baseline, current, current, baseline, ... Prints how many
+   answers differed, and selects/s and CPU per select of PostgreSQL and the API per run.
 
 Linux only (schedstat); nothing is kept.
 """
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import psycopg
 
 from toolsift.auth import keys
@@ -139,6 +142,46 @@ def _functions(url: str, tenant: Tenant, rounds: int, calls: int) -> dict[str, l
     return per_select
 
 
+# Request shapes whose answers must not change: defaults, debug with a tight budget, another
+# format with recent tools, one role, a budget that cuts.
+SHAPES: list[dict[str, Any]] = [
+    {"k": 5, "budget_tokens": 4000},
+    {"k": 8, "budget_tokens": 600, "debug": True},
+    {"k": 3, "budget_tokens": 4000, "format": "mcp", "task": {"recent_tools": ["search_help"]}},
+    {"k": 5, "budget_tokens": 3000, "format": "openai", "roles": ["viewer"]},
+    {"k": 5, "budget_tokens": 250},
+]
+
+
+def _same_answers(servers: dict[str, ApiServer], tenants: list[Tenant], queries: int) -> int:
+    """Both sides' answers, compared: equal but for the selection id and debug scores."""
+    compared = differ = 0
+    largest = 0.0
+    with httpx.Client(timeout=30.0) as client:
+        for tenant in tenants:
+            headers = {"Authorization": f"Bearer {tenant.agent_key}"}
+            for query in tenant.catalog.queries[:queries]:
+                for shape in SHAPES:
+                    body = {"messages": [{"role": "user", "content": query.text}], **shape}
+                    answers = []
+                    for side in SIDES:
+                        response = client.post(
+                            f"{servers[side].url}/v1/select", json=body, headers=headers
+                        )
+                        answer = {"status": response.status_code, **response.json()}
+                        answer.pop("selection_id", None)
+                        answers.append(answer)
+                    scores = [[c.pop("score") for c in a.get("candidates", [])] for a in answers]
+                    largest = max([largest, *(abs(x - y) for x, y in zip(*scores, strict=False))])
+                    compared += 1
+                    differ += answers[0] != answers[1]
+    print(
+        f"answers: {compared} compared, {differ} differ (selection ids and debug scores aside);"
+        f" largest debug score difference {largest:.3g}"
+    )
+    return differ
+
+
 def _http(
     servers: dict[str, ApiServer], postgres: int, tenant: Tenant, rounds: int, seconds: float
 ) -> None:
@@ -175,6 +218,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100, help="selects per function round")
     parser.add_argument("--http-rounds", type=int, default=4, help="0: no HTTP runs")
     parser.add_argument("--http-seconds", type=float, default=15.0)
+    parser.add_argument("--compare-queries", type=int, default=60, help="per tenant and shape")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     baseline = _baseline_sql(args.baseline)
@@ -214,6 +258,8 @@ def main() -> None:
             )
             stack.callback(servers[side].stop)
             servers[side].start()
+        small = [t for t in tenants if t not in measured][:3]
+        _same_answers(servers, [*measured, *small], args.compare_queries)
         for tenant in measured:
             print(
                 f"{tenant.catalog.name} ({len(tenant.catalog.tools):,} tools), HTTP, {CONCURRENCY} clients"

@@ -18,7 +18,7 @@ def test_compares_a_migration_s_functions_with_the_current_ones() -> None:
         sys.executable, str(ROOT / "benchmarks" / "select_function_ab.py"),
         str(ROOT / "migrations" / "versions" / "2026-12-03-1800_select_function.py"),
         "--small-tenants", "2", "--big", "40", "--huge", "80", "--rounds", "2", "--calls", "5",
-        "--http-rounds", "1", "--http-seconds", "0.5",
+        "--http-rounds", "1", "--http-seconds", "0.5", "--compare-queries", "4",
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=170, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -29,6 +29,15 @@ def test_compares_a_migration_s_functions_with_the_current_ones() -> None:
     )
     assert sorted(side for side, _, _ in runs) == ["baseline", "baseline", "current", "current"]
     assert all(int(ok) > 0 and errors == "0" for _, ok, errors in runs)
+    compared = re.search(
+        r"^answers: (\d+) compared, (\d+) differ.* difference (\S+)$", proc.stdout, re.MULTILINE
+    )
+    assert compared is not None
+    assert int(compared.group(1)) > 0
+    assert compared.group(2) == "0"
+    # 0008 summed unrounded parts: its debug scores differ in the last bits, which shows that
+    # the baseline server really ran 0008's functions.
+    assert float(compared.group(3)) > 0
 
 
 def test_refuses_a_file_without_the_functions(tmp_path: Path) -> None:
