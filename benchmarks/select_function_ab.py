@@ -16,6 +16,8 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    rounds of `--calls` selects. A backend's CPU time comes from /proc/PID/schedstat
    (nanoseconds), so the figure is the database's own work whatever else the machine runs.
    Prints the median CPU per select of each side and the median of the rounds' ratios.
+   With `--hybrid`, the 1,000-tool tenant is embedded (the default ONNX model, in-process)
+   and compared the same way in hybrid mode.
 2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
    baseline's search_path. First both answer the same selects (`--compare-queries` per
    tenant, in five request shapes), compared field by field but for the selection id and
@@ -44,11 +46,12 @@ import psycopg
 
 from toolsift.auth import keys
 from toolsift.bench import httpload
-from toolsift.bench.load import Tenant, analyze, load_all
+from toolsift.bench.load import Tenant, analyze, embed_all, load_all
 from toolsift.bench.stack import ApiServer, postmaster_pid, start_database
 from toolsift.bench.stats import CpuMeter
 from toolsift.bench.synthetic import Sizes, generate
 from toolsift.db import Database
+from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.selection import bm25
 from toolsift.selection.service import _SELECT, CANDIDATE_POOL
 
@@ -106,10 +109,19 @@ def _cpu_ms(pid: int) -> float:
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e6
 
 
-def _functions(url: str, tenant: Tenant, rounds: int, calls: int) -> dict[str, list[float]]:
-    """Database CPU ms per select of each side, one figure per round."""
+def _functions(
+    url: str, tenant: Tenant, rounds: int, calls: int, vectors: dict[str, str] | None = None
+) -> dict[str, list[float]]:
+    """Database CPU ms per select of each side, one figure per round; hybrid with `vectors`."""
     key_hash = keys.hash_key(tenant.agent_key, PEPPER)
     queries = [q.text for q in tenant.catalog.queries]
+    model = None
+    if vectors is not None:
+        with psycopg.connect(url) as owner:
+            row = owner.execute(
+                "SELECT embedding_model FROM tenants WHERE id = %s", (tenant.tenant_id,)
+            ).fetchone()
+        model = row[0] if row else None
     links = {side: _connect(_url(url, side)) for side in SIDES}
     per_select: dict[str, list[float]] = {side: [] for side in SIDES}
 
@@ -117,8 +129,10 @@ def _functions(url: str, tenant: Tenant, rounds: int, calls: int) -> dict[str, l
         return {
             "tenant_id": tenant.tenant_id, "key_id": tenant.key_id, "key_hash": key_hash,
             "roles": None, "selection_id": uuid.uuid4(), "query": query, "config": "english",
-            "k1": bm25.K1, "b": bm25.B, "pool": CANDIDATE_POOL, "mode": "bm25", "vector": None,
-            "model": None, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
+            "k1": bm25.K1, "b": bm25.B, "pool": CANDIDATE_POOL,
+            "mode": "bm25" if vectors is None else "hybrid",
+            "vector": None if vectors is None else vectors[query],
+            "model": model, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
             "debug": False, "elapsed_ms": 0.0,
         }  # fmt: skip
 
@@ -208,6 +222,25 @@ def _http(
         )
 
 
+def _hybrid(database: Database, url: str, measured: list[Tenant], rounds: int, calls: int) -> None:
+    """The same per-call comparison in hybrid mode, on the 1,000-tool tenant, embedded here."""
+    tenant = next(t for t in measured if t.catalog.name == "big")
+    embed_all(database, [tenant])
+    backend = get_backend(EmbeddingConfig())
+    texts = [q.text for q in tenant.catalog.queries]
+    vectors = {
+        text: "[" + ",".join(repr(float(x)) for x in vector) + "]"
+        for text, vector in zip(texts, backend.embed(texts), strict=True)
+    }
+    cpu = _functions(url, tenant, rounds, calls, vectors)
+    before, after = cpu["baseline"], cpu["current"]
+    ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
+    print(
+        f"{tenant.catalog.name:7s} hybrid  {statistics.median(before):11.3f}"
+        f"  {statistics.median(after):10.3f}  {ratio:.3f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("baseline", type=Path, help="the migration whose functions to compare")
@@ -220,6 +253,7 @@ def main() -> None:
     parser.add_argument("--http-seconds", type=float, default=15.0)
     parser.add_argument("--compare-queries", type=int, default=60, help="per tenant and shape")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--hybrid", action="store_true", help="also hybrid, per call, at 1,000")
     args = parser.parse_args()
     baseline = _baseline_sql(args.baseline)
     sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
@@ -246,6 +280,8 @@ def main() -> None:
                 f"  {statistics.median(before):11.3f}  {statistics.median(after):10.3f}"
                 f"  {ratio:.3f}"
             )
+        if args.hybrid:
+            _hybrid(database, plain, measured, args.rounds, args.calls)
         if args.http_rounds <= 0:
             return
         postgres = postmaster_pid(server)

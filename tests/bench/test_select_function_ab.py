@@ -18,12 +18,12 @@ def test_compares_a_migration_s_functions_with_the_current_ones() -> None:
         sys.executable, str(ROOT / "benchmarks" / "select_function_ab.py"),
         str(ROOT / "migrations" / "versions" / "2026-12-03-1800_select_function.py"),
         "--small-tenants", "2", "--big", "40", "--huge", "80", "--rounds", "2", "--calls", "5",
-        "--http-rounds", "1", "--http-seconds", "0.5", "--compare-queries", "4",
+        "--http-rounds", "1", "--http-seconds", "0.5", "--compare-queries", "4", "--hybrid",
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=170, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ratios = re.findall(r"^(big|huge) .* (\d+\.\d+)$", proc.stdout, re.MULTILINE)
-    assert [name for name, _ in ratios] == ["big", "huge"]
+    assert [name for name, _ in ratios] == ["big", "huge", "big"]  # the last one hybrid
     runs = re.findall(
         r"^\s+(baseline|current)\s+(\d+) selects/s.*errors (\d+)$", proc.stdout, re.MULTILINE
     )
