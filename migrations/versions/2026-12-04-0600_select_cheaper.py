@@ -5,7 +5,8 @@ Revises: 0009
 Create Date: 2026-12-04 06:00:00+00:00
 
 Measured on the bench catalogs with `benchmarks/select_function_ab.py` against 0008's
-functions on the same database (docs/benchmarks.md): 10-20% less database CPU per BM25 select.
+functions on the same database (docs/benchmarks.md): 11-21% less database CPU per BM25 select
+at 1,000 tools, 6-10% at 10,000.
 
 * The chosen tools' definitions were read by a statement that PostgreSQL planned anew on every
   call (0.23 ms, an eighth of the database's time per select at 1,000 tools): its custom plan,
@@ -17,7 +18,7 @@ functions on the same database (docs/benchmarks.md): 10-20% less database CPU pe
   multiple of 2^-32, instead of `sum(... ORDER BY term)`: the parts and every partial sum are
   then exact in a float8, so a tool's score is the same bits in whatever order the plan adds
   them, without an ordered aggregate per tool. It collects the matched terms only when asked
-  (debug output). Scores move by less than 2^-32 against 0008's.
+  (debug output). Scores move by at most 2^-33 per matched term against 0008's.
 * The budget reads the candidates' rows a chunk of ranks per statement, not one per rank.
 * The count of tools without a vector (dense and hybrid) was planned on every call too, and
   took a set difference: `toolsift_missing_embeddings` takes two counts under a generic plan
