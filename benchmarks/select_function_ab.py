@@ -297,9 +297,8 @@ def main() -> None:
         small = [t for t in tenants if t not in measured][:3]
         _same_answers(servers, [*measured, *small], args.compare_queries)
         for tenant in measured:
-            print(
-                f"{tenant.catalog.name} ({len(tenant.catalog.tools):,} tools), HTTP, {CONCURRENCY} clients"
-            )
+            tools = len(tenant.catalog.tools)
+            print(f"{tenant.catalog.name} ({tools:,} tools), HTTP, {CONCURRENCY} clients")
             _http(servers, postgres, tenant, args.http_rounds, args.http_seconds)
 
 

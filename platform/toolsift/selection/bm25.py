@@ -22,8 +22,8 @@ B = 0.75
 # too: one text, so these scores are the served ones, bit for bit.
 _SCORE = text(
     "SELECT tool_id, score, terms, position FROM toolsift_bm25("
-    "CAST(:tenant_id AS uuid), :query, CAST(:config AS regconfig), CAST(:k1 AS float8), CAST(:b AS float8),"
-    " CAST(:limit AS integer), CAST(:terms AS boolean))"
+    "CAST(:tenant_id AS uuid), :query, CAST(:config AS regconfig), CAST(:k1 AS float8),"
+    " CAST(:b AS float8), CAST(:limit AS integer), CAST(:terms AS boolean))"
 )
 
 

@@ -1,4 +1,4 @@
-"""Rank fusion of the BM25 and dense lists, as `toolsift_select` (migrations 0008 and 0010) serves it.
+"""Rank fusion of the BM25 and dense lists, as `toolsift_select` (migration 0010) serves it.
 
 The served fusion runs in SQL, inside the select statement; this is its model in Python,
 for the tuning loop (`benchmarks/quality/tune.py`), and a test holds the two to the same

@@ -33,8 +33,8 @@ _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 # Ranked candidates considered for the budget: enough to skip big ones and try smaller ones.
 CANDIDATE_POOL = 100
 
-# The whole select (migrations 0008 and 0010); every argument typed, so the call resolves whatever
-# the driver makes of a Python value.
+# The whole select (migration 0010); every argument typed, so the call resolves whatever the
+# driver makes of a Python value.
 _SELECT = """
     SELECT toolsift_select(
         %(tenant_id)s::uuid, %(key_id)s::uuid, %(key_hash)s::text, %(roles)s::text[],
@@ -99,7 +99,7 @@ class SelectionService:
     ) -> bytes:
         """The HTTP hot path: the response body, from one statement in one round trip.
 
-        `toolsift_select` (migrations 0008 and 0010) checks the key, applies the roles, scores, fills
+        `toolsift_select` (migration 0010) checks the key, applies the roles, scores, fills
         the budget, writes the log row and renders the definitions, in its own implicit
         transaction; the body it returns is passed through as it is. Only the query's
         embedding, when dense is asked for, leaves the event loop for a worker thread.
