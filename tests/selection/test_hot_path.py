@@ -59,6 +59,16 @@ class TestScopeFunction:
         ).fetchone()
         assert row == (False, None)
 
+    @pytest.mark.parametrize("name", ["toolsift_definitions", "toolsift_missing_embeddings"])
+    def test_helpers_run_as_their_caller_under_a_generic_plan(
+        self, owner_conn: OwnerConn, name: str
+    ) -> None:
+        # As the caller, so RLS applies inside; a generic plan, or it is rebuilt on every call.
+        row = owner_conn.execute(
+            "SELECT prosecdef, proconfig FROM pg_proc WHERE proname = %s", (name,)
+        ).fetchone()
+        assert row == (False, ["plan_cache_mode=force_generic_plan"])
+
     def test_without_a_key_it_serves_only_the_tenant_the_transaction_is_scoped_to(
         self, support_agent: Caller, database_url: str
     ) -> None:
