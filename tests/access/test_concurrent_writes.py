@@ -49,28 +49,19 @@ def _unit(database: Database, tenant: UUID) -> AbstractContextManager[Session]:
     return database.unit_of_work(tenant, permissions=ALL_PERMISSIONS)
 
 
-def test_two_creates_of_one_role_name(admin: Caller, database: Database) -> None:
+@pytest.mark.parametrize(
+    "create",
+    [
+        lambda s, tenant: access.create_role(s, tenant, RoleCreate(name="ops")),
+        lambda s, tenant: access.create_permission(s, tenant, PermissionCreate(name="crm.read")),
+    ],
+    ids=["role", "permission"],
+)
+def test_two_creates_of_one_name(
+    admin: Caller, database: Database, create: Callable[[Session, UUID], object]
+) -> None:
     tenant = admin.tenant_id
-    role = RoleCreate(name="ops")
-    _race(
-        database,
-        tenant,
-        lambda s: access.create_role(s, tenant, role),
-        lambda s: access.create_role(s, tenant, role),
-        Conflict,
-    )
-
-
-def test_two_creates_of_one_permission_name(admin: Caller, database: Database) -> None:
-    tenant = admin.tenant_id
-    permission = PermissionCreate(name="crm.read")
-    _race(
-        database,
-        tenant,
-        lambda s: access.create_permission(s, tenant, permission),
-        lambda s: access.create_permission(s, tenant, permission),
-        Conflict,
-    )
+    _race(database, tenant, lambda s: create(s, tenant), lambda s: create(s, tenant), Conflict)
 
 
 def test_a_key_given_a_role_being_deleted(admin: Caller, database: Database) -> None:
