@@ -150,6 +150,40 @@ class TestBulkUpsert:
             n: t["version"] for n, t in before.items() if n != "order_status"
         }
 
+    def test_a_schema_that_changes_only_a_json_type_is_stored(self, admin: Caller) -> None:
+        # 1, 1.0 and true are one value to Python's ==: each step must still be written.
+        steps = [
+            {"enum": [0, 1], "default": 1},
+            {"enum": [False, True], "default": True},
+            {"enum": [0, 1], "default": 1.0},
+            {"enum": [0, 1], "default": 1},
+        ]
+        for version, flag in enumerate(steps, start=1):
+            schema = {"type": "object", "properties": {"flag": flag}}
+            item = upsert(admin, [{"name": "flag_tool", "input_schema": schema}])["tools"][0]
+            assert item["version"] == version
+            stored = by_name(admin)["flag_tool"]
+            assert stored["input_schema"]["properties"]["flag"] == flag
+            assert [type(v) for v in stored["input_schema"]["properties"]["flag"]["enum"]] == [
+                type(v) for v in flag["enum"]
+            ]
+            assert type(stored["input_schema"]["properties"]["flag"]["default"]) is type(
+                flag["default"]
+            )
+            # What GET shows, sent back, is the same tool.
+            again = upsert(admin, [{"name": "flag_tool", "input_schema": stored["input_schema"]}])
+            assert again["tools"][0]["status"] == "unchanged"
+
+    def test_patch_of_a_json_type_only_is_stored(self, admin: Caller) -> None:
+        schema = {"type": "object", "properties": {"on": {"const": 1}}}
+        created = admin.post(TOOLS, {"name": "switch", "input_schema": schema})
+        tool_id = admin.ok(created, 201)["id"]
+        schema["properties"]["on"]["const"] = True
+        admin.ok(admin.patch(f"{TOOLS}/{tool_id}", {"input_schema": schema}))
+        stored = admin.ok(admin.get(f"{TOOLS}/{tool_id}"))
+        assert stored["input_schema"]["properties"]["on"]["const"] is True
+        assert stored["version"] == 2
+
     def test_new_tools_append_after_existing_ones_in_request_order(
         self, admin: Caller, catalog: dict[str, str]
     ) -> None:

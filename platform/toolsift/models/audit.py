@@ -4,10 +4,10 @@ import uuid
 from typing import Any
 
 from sqlalchemy import BigInteger, CheckConstraint, Index, Text, UniqueConstraint
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, TenantScoped, Timestamped
+from .base import Base, StrictJSONB, TenantScoped, Timestamped
 
 
 class AuditEntry(TenantScoped, Timestamped, Base):
@@ -34,7 +34,7 @@ class AuditEntry(TenantScoped, Timestamped, Base):
     request_id: Mapped[str | None] = mapped_column(Text)
     action: Mapped[str] = mapped_column(Text)
     table_name: Mapped[str] = mapped_column(Text)
-    row_key: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    row_key: Mapped[dict[str, Any]] = mapped_column(StrictJSONB)
     changed: Mapped[list[str]] = mapped_column(ARRAY(Text))
     before_hash: Mapped[str | None] = mapped_column(Text)
     after_hash: Mapped[str | None] = mapped_column(Text)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any, ClassVar
@@ -17,10 +18,26 @@ NAMING_CONVENTION = {
 }
 
 
+class StrictJSONB(JSONB):
+    """JSONB whose change detection tells 1, 1.0 and true apart.
+
+    The ORM decides whether a column goes into an UPDATE with the type's `compare_values`,
+    which is `==` by default; in Python `1 == 1.0 == True`, so a schema whose only change was
+    `[0, 1]` to `[false, true]` was hashed and versioned anew but never written.
+    """
+
+    def compare_values(self, x: Any, y: Any) -> bool:
+        return _canonical(x) == _canonical(y)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
-        dict[str, Any]: JSONB,
+        dict[str, Any]: StrictJSONB,
         uuid.UUID: UUID(as_uuid=True),
     }
 

@@ -16,10 +16,9 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, TenantScoped, Timestamped
+from .base import Base, StrictJSONB, TenantScoped, Timestamped
 
 
 class McpSource(TenantScoped, Timestamped, Base):
@@ -50,12 +49,12 @@ class McpSource(TenantScoped, Timestamped, Base):
     transport: Mapped[str] = mapped_column(Text)
     url: Mapped[str | None] = mapped_column(Text)
     command: Mapped[str | None] = mapped_column(Text)
-    args: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    args: Mapped[list[str]] = mapped_column(StrictJSONB, default=list)
     # Fernet token of {"headers": {...}, "bearer_token": ..., "env": {...}}.
     secrets: Mapped[bytes | None] = mapped_column(LargeBinary)
     # Names only, so an admin can see which headers are set without seeing their values.
-    header_names: Mapped[list[str]] = mapped_column(JSONB, default=list)
-    env_names: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    header_names: Mapped[list[str]] = mapped_column(StrictJSONB, default=list)
+    env_names: Mapped[list[str]] = mapped_column(StrictJSONB, default=list)
     has_bearer_token: Mapped[bool] = mapped_column(default=False)
     default_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     enabled: Mapped[bool] = mapped_column(default=True)
@@ -108,10 +107,10 @@ class McpTool(TenantScoped, Base):
     source_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     remote_name: Mapped[str] = mapped_column(Text, primary_key=True)
     tool_id: Mapped[uuid.UUID] = mapped_column()
-    definition: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    definition: Mapped[dict[str, Any]] = mapped_column(StrictJSONB)
     definition_hash: Mapped[str] = mapped_column(Text)
     review_state: Mapped[str] = mapped_column(Text)
-    findings: Mapped[list[dict[str, str]]] = mapped_column(JSONB, default=list)
+    findings: Mapped[list[dict[str, str]]] = mapped_column(StrictJSONB, default=list)
     approved_hash: Mapped[str | None] = mapped_column(Text)
     reviewed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # A per-tool permission instead of the source's default (`permission_id` NULL = public).

@@ -15,10 +15,10 @@ from sqlalchemy import (
     Text,
     func,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, TenantScoped, Timestamped
+from .base import Base, StrictJSONB, TenantScoped, Timestamped
 
 
 class SelectionLog(TenantScoped, Base):
@@ -47,7 +47,7 @@ class SelectionLog(TenantScoped, Base):
     tool_ids: Mapped[list[uuid.UUID]] = mapped_column(ARRAY(UUID(as_uuid=True)))
     tool_names: Mapped[list[str]] = mapped_column(ARRAY(Text))
     # Per selected tool: why it is there (core, used, ranked) and its component ranks.
-    details: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    details: Mapped[list[dict[str, Any]]] = mapped_column(StrictJSONB)
     candidate_count: Mapped[int] = mapped_column(Integer)
     tokens: Mapped[int] = mapped_column(Integer)
     catalog_tokens: Mapped[int] = mapped_column(Integer)

@@ -16,10 +16,9 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, TenantScoped, Timestamped
+from .base import Base, StrictJSONB, TenantScoped, Timestamped
 
 
 class Tool(TenantScoped, Timestamped, Base):
@@ -46,12 +45,12 @@ class Tool(TenantScoped, Timestamped, Base):
     name: Mapped[str] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str] = mapped_column(Text, default="")
-    input_schema: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    input_schema: Mapped[dict[str, Any]] = mapped_column(StrictJSONB)
     # MCP `outputSchema` and `annotations`: shown with the tool; annotations are hints from
     # the tool's author and never decide a permission.
-    output_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    annotations: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    examples: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    output_schema: Mapped[dict[str, Any] | None] = mapped_column(StrictJSONB)
+    annotations: Mapped[dict[str, Any] | None] = mapped_column(StrictJSONB)
+    examples: Mapped[list[str]] = mapped_column(StrictJSONB, default=list)
     required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     core: Mapped[bool] = mapped_column(default=False)
     token_cost: Mapped[int] = mapped_column(Integer)
