@@ -117,7 +117,36 @@ class TestMalformedJson:
         self, support_agent: Caller, unchanged: Unchanged
     ) -> None:
         with unchanged():
-            refused(raw(support_agent, "POST", SELECT, "[" * 100_000), 400)
+            refused(raw(support_agent, "POST", SELECT, "[" * 100_000), 400, "body")
+        nested = '{"messages": [{"role": "user", "content": "x"}], "k": ' + "[" * 5000 + "]" * 5000
+        with unchanged():
+            refused(raw(support_agent, "POST", SELECT, nested + "}"), 400, "body")
+
+    @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+    @pytest.mark.parametrize(
+        ("method", "path", "template"),
+        [
+            ("POST", SELECT, '{"messages": [{"role": "user", "content": "x"}], "k": %s}'),
+            ("POST", TOOLS, '{"name": "n1", "input_schema": {"type": "object", "default": %s}}'),
+            ("PUT", TOOLS, '{"tools": [{"name": "n1", "annotations": {"x": %s}}]}'),
+            ("PATCH", TENANT, '{"settings": {"custom": %s}}'),
+        ],
+    )
+    def test_non_standard_constants_are_malformed_json(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        unchanged: Unchanged,
+        constant: str,
+        method: str,
+        path: str,
+        template: str,
+    ) -> None:
+        # Python's json module reads them; JSON and PostgreSQL's jsonb do not.
+        caller = support_agent if path == SELECT else admin
+        with unchanged():
+            error = refused(raw(caller, method, path, template % constant), 400, "body")
+        assert error["code"] == "malformed_json"
 
     def test_a_json_array_instead_of_an_object_is_422(
         self, support_agent: Caller, unchanged: Unchanged
@@ -458,6 +487,27 @@ class TestToolValidation:
             error = refused(admin.post(TOOLS, body), 422, field)
         assert "NUL" in error["message"]
 
+    def test_a_schema_nested_past_the_limit_is_422_and_one_within_it_is_served(
+        self, admin: Caller, unchanged: Unchanged
+    ) -> None:
+        def nested(levels: int) -> dict[str, Any]:
+            leaf: dict[str, Any] = {}
+            for _ in range(levels):
+                leaf = {"type": "array", "items": leaf}
+            return {"type": "object", "properties": {"a": leaf}}
+
+        # The root is level 0, `properties` 1, `a` 2: nested(62) puts a container at 64.
+        with unchanged():
+            error = refused(admin.post(TOOLS, {"name": "deep", "input_schema": nested(62)}), 422)
+        assert error["field"] == "input_schema"
+        assert "nested more than 64 levels" in error["message"]
+        with unchanged():
+            refused(admin.patch(TENANT, {"settings": {"x": nested(70)}}), 422, "settings")
+        created = admin.post(TOOLS, {"name": "deep", "input_schema": nested(61)})
+        tool = admin.ok(created, 201)
+        assert admin.ok(admin.get(f"{TOOLS}/{tool['id']}"))["input_schema"] == nested(61)
+        assert "deep" in [t["name"] for t in admin.ok(admin.get(TOOLS))["items"]]
+
     @pytest.mark.parametrize(
         ("body", "field"),
         [
@@ -586,6 +636,7 @@ class TestPathAndQueryValidation:
             ({"limit": "ten"}, "limit"),
             ({"after": -2}, "after"),
             ({"after": "cursor"}, "after"),
+            ({"after": 2**63}, "after"),
             ({"include_deleted": "maybe"}, "include_deleted"),
         ],
     )

@@ -119,9 +119,12 @@ async def _validation_error(_request: Request, error: Exception) -> JSONResponse
     problems = [
         {"field": _field(e["loc"]), "message": e["msg"], "type": e["type"]} for e in error.errors()
     ]
-    if any(p["type"] == "json_invalid" for p in problems):
-        malformed = {"code": "malformed_json", "message": "body is not valid JSON", "field": "body"}
-        return JSONResponse({"error": malformed}, status_code=400)
+    for e in error.errors():
+        if e["type"] == "json_invalid":
+            reason = (e.get("ctx") or {}).get("error")
+            message = f"body is not valid JSON ({reason})" if reason else "body is not valid JSON"
+            malformed = {"code": "malformed_json", "message": message, "field": "body"}
+            return JSONResponse({"error": malformed}, status_code=400)
     first = problems[0]
     detail: dict[str, Any] = {
         "code": "validation_error",

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Path, Request
 
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from .schemas import (
     NAME_PATTERN,
     KeyCreate,
@@ -21,9 +22,11 @@ from .schemas import (
 from .service import KeyView, RoleView
 from .service import access as access_service
 
-permissions = APIRouter(prefix="/permissions", tags=["permissions"], responses=ERRORS)
-roles = APIRouter(prefix="/roles", tags=["roles"], responses=ERRORS)
-keys = APIRouter(prefix="/keys", tags=["keys"], responses=ERRORS)
+permissions = APIRouter(
+    route_class=StrictJSONRoute, prefix="/permissions", tags=["permissions"], responses=ERRORS
+)
+roles = APIRouter(route_class=StrictJSONRoute, prefix="/roles", tags=["roles"], responses=ERRORS)
+keys = APIRouter(route_class=StrictJSONRoute, prefix="/keys", tags=["keys"], responses=ERRORS)
 
 PermissionName = Annotated[str, Path(pattern=NAME_PATTERN, description="Permission name.")]
 

@@ -11,10 +11,13 @@ from fastapi.responses import FileResponse
 from ..auth.deps import AdminContext
 from ..errors import NotFound
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from . import schemas
 from .service import analytics as analytics_service
 
-router = APIRouter(prefix="/analytics", tags=["analytics"], responses=ERRORS)
+router = APIRouter(
+    route_class=StrictJSONRoute, prefix="/analytics", tags=["analytics"], responses=ERRORS
+)
 
 Since = Annotated[date | None, Query(description="First day included (UTC), YYYY-MM-DD.")]
 Until = Annotated[date | None, Query(description="First day excluded (UTC), YYYY-MM-DD.")]
@@ -113,7 +116,9 @@ def drop_analyst(ctx: AdminContext) -> Response:
 # The dashboard: static files, no data in them. The page asks for an admin key, keeps it in
 # the tab's sessionStorage and sends it as a Bearer header to the JSON endpoints above; the
 # key never appears in a URL (and so in no access log).
-dashboard = APIRouter(prefix="/dashboard", tags=["analytics"], include_in_schema=False)
+dashboard = APIRouter(
+    route_class=StrictJSONRoute, prefix="/dashboard", tags=["analytics"], include_in_schema=False
+)
 STATIC = Path(str(files("toolsift.analytics") / "static"))
 _ASSETS = {
     "dashboard.js": "text/javascript",

@@ -4,10 +4,11 @@ from fastapi import APIRouter
 
 from ..auth.deps import AgentContext
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from .schemas import ToolCallCreate, ToolCallRead
 from .service import analytics as analytics_service
 
-router = APIRouter(tags=["agent"], responses=ERRORS)
+router = APIRouter(route_class=StrictJSONRoute, tags=["agent"], responses=ERRORS)
 
 
 @router.post("/tool-calls", response_model=ToolCallRead, status_code=201)

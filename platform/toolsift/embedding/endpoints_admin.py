@@ -6,10 +6,13 @@ from fastapi import APIRouter
 
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from . import service
 from .schemas import EmbeddingStatusRead, ReindexResult
 
-router = APIRouter(prefix="/embeddings", tags=["embeddings"], responses=ERRORS)
+router = APIRouter(
+    route_class=StrictJSONRoute, prefix="/embeddings", tags=["embeddings"], responses=ERRORS
+)
 
 
 @router.get("", response_model=EmbeddingStatusRead)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -31,19 +32,28 @@ def escape_unstorable(text: str) -> str:
     return _UNSTORABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
-def find_unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
-    """The path of the first string (or key) that cannot be stored, and why."""
+# Deeper JSON than any real schema or setting; pydantic refuses to serialize past 255
+# levels, so a stored value any deeper could never be read back through the API.
+MAX_DEPTH = 64
+
+
+def find_unstorable(value: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
+    """The path of the first value (or key) that cannot be stored, or served back, and why."""
     if isinstance(value, str):
         return (path, why) if (why := unstorable(value)) else None
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, "non-finite numbers (NaN, Infinity)"
+    if isinstance(value, dict | list) and depth >= MAX_DEPTH:
+        return path, f"values nested more than {MAX_DEPTH} levels deep"
     if isinstance(value, dict):
         for key, item in value.items():
             here = f"{path}.{key}" if path else str(key)
             if why := unstorable(str(key)):
                 return here, why
-            if (found := find_unstorable(item, here)) is not None:
+            if (found := find_unstorable(item, here, depth + 1)) is not None:
                 return found
     if isinstance(value, list):
         for i, item in enumerate(value):
-            if (found := find_unstorable(item, f"{path}[{i}]")) is not None:
+            if (found := find_unstorable(item, f"{path}[{i}]", depth + 1)) is not None:
                 return found
     return None

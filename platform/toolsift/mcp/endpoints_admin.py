@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from ..security import audit
 from .schemas import (
     McpToolRead,
@@ -21,7 +22,7 @@ from .schemas import (
 )
 from .service import McpServerError, SourceDisabled, mcp, sync_source
 
-router = APIRouter(prefix="/mcp", tags=["mcp"], responses=ERRORS)
+router = APIRouter(route_class=StrictJSONRoute, prefix="/mcp", tags=["mcp"], responses=ERRORS)
 
 
 @router.post("/sources", response_model=SourceRead, status_code=201)

@@ -16,10 +16,11 @@ from redis.retry import Retry
 from sqlalchemy import text
 
 from ..kit.errors import ErrorBody
+from ..kit.routing import StrictJSONRoute
 from ..migrate import head_revision
 from . import metrics
 
-router = APIRouter(tags=["health"])
+router = APIRouter(route_class=StrictJSONRoute, tags=["health"])
 _log = logging.getLogger(__name__)
 _BROKER_TIMEOUT = 1.0
 

@@ -6,11 +6,12 @@ from fastapi import APIRouter, Query
 
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from . import audit as _hooks  # noqa: F401  (registers the flush hook)
 from .schemas import AuditChain, AuditPage, AuditRead
 from .service import audit as audit_service
 
-router = APIRouter(prefix="/audit", tags=["audit"], responses=ERRORS)
+router = APIRouter(route_class=StrictJSONRoute, prefix="/audit", tags=["audit"], responses=ERRORS)
 
 
 @router.get("", response_model=AuditPage)

@@ -9,11 +9,12 @@ from ..auth.deps import AgentContext, PresentedKey, limit_async
 from ..embedding.base import EmbeddingBackend, get_backend
 from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from ..ops.middleware import note_select_mode
 from .schemas import AuthorizeRequest, AuthorizeResponse, SelectRequest, SelectResponse
 from .service import selection as selection_service
 
-router = APIRouter(tags=["agent"], responses=ERRORS)
+router = APIRouter(route_class=StrictJSONRoute, tags=["agent"], responses=ERRORS)
 _EMBEDDER_LOCK = threading.Lock()
 
 

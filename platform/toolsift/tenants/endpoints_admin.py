@@ -8,12 +8,13 @@ from fastapi.security import HTTPAuthorizationCredentials
 from ..auth.deps import AdminContext, bearer, get_database
 from ..errors import Forbidden, Unauthenticated
 from ..kit.errors import ERRORS
+from ..kit.routing import StrictJSONRoute
 from ..models import Tenant
 from ..security import audit
 from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
 from .service import tenant as tenant_service
 
-router = APIRouter(tags=["tenants"], responses=ERRORS)
+router = APIRouter(route_class=StrictJSONRoute, tags=["tenants"], responses=ERRORS)
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Query
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
 from ..kit.pagination import Page
+from ..kit.routing import StrictJSONRoute
 from .schemas import ToolBulkUpsert, ToolCreate, ToolRead, ToolUpdate, UpsertResult
 from .service import tool as tool_service
 
-router = APIRouter(prefix="/tools", tags=["tools"], responses=ERRORS)
+router = APIRouter(route_class=StrictJSONRoute, prefix="/tools", tags=["tools"], responses=ERRORS)
 
 
 @router.post("", response_model=ToolRead, status_code=201)
@@ -34,7 +35,9 @@ def upsert_tools(data: ToolBulkUpsert, ctx: AdminContext) -> UpsertResult:
 def list_tools(
     ctx: AdminContext,
     after: Annotated[
-        int | None, Query(ge=-1, description="`next_cursor` of the previous page")
+        int | None,
+        # Positions are bigint: a larger cursor is a 422, not an overflow in the database.
+        Query(ge=-1, le=2**63 - 1, description="`next_cursor` of the previous page"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     include_deleted: bool = False,
