@@ -148,6 +148,46 @@ class TestMalformedJson:
             error = refused(raw(caller, method, path, template % constant), 400, "body")
         assert error["code"] == "malformed_json"
 
+    def test_a_body_that_is_not_utf8_is_400_naming_body(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        content = b'{"messages": [{"role": "user", "content": "ord\xffer"}]}'
+        with unchanged():
+            error = refused(raw(support_agent, "POST", SELECT, content), 400, "body")
+        assert "UTF-8" in error["message"]
+
+    @pytest.mark.parametrize(
+        "media", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+    )
+    def test_another_media_type_is_415_naming_the_header(
+        self, support_agent: Caller, admin: Caller, unchanged: Unchanged, media: str
+    ) -> None:
+        body = json.dumps(select_body()).encode()
+        with unchanged():
+            for caller, path in [(support_agent, SELECT), (admin, PERMISSIONS)]:
+                headers = {**caller.headers, "Content-Type": media}
+                response = caller.client.post(path, content=body, headers=headers)
+                error = refused(response, 415, "Content-Type")
+                assert error["code"] == "unsupported_media_type"
+
+    def test_json_media_types_with_parameters_are_read(self, support_agent: Caller) -> None:
+        body = json.dumps(select_body()).encode()
+        for media in ["application/json; charset=utf-8", "APPLICATION/JSON", "application/x+json"]:
+            headers = {**support_agent.headers, "Content-Type": media}
+            response = support_agent.client.post(SELECT, content=body, headers=headers)
+            assert response.status_code == 200, (media, response.text)
+
+    def test_a_body_without_a_media_type_is_415_and_no_body_is_the_routes_call(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        body = json.dumps(select_body()).encode()
+        with unchanged():
+            response = support_agent.client.post(
+                SELECT, content=body, headers=support_agent.headers
+            )
+            refused(response, 415, "Content-Type")
+            refused(support_agent.client.post(SELECT, headers=support_agent.headers), 422, "body")
+
     def test_a_json_array_instead_of_an_object_is_422(
         self, support_agent: Caller, unchanged: Unchanged
     ) -> None:
@@ -179,6 +219,13 @@ class TestSelectRequestValidation:
             ({"messages": [USER], "task": {"plan": 5}}, "task.plan"),
             ({"messages": [USER], "task": {"recent_tools": "order_status"}}, "task.recent_tools"),
             ({"messages": [USER], "debug": "maybe"}, "debug"),
+            # Strict: what lax parsing would coerce is refused too.
+            ({"messages": [USER], "k": "2"}, "k"),
+            ({"messages": [USER], "k": True}, "k"),
+            ({"messages": [USER], "k": 2.0}, "k"),
+            ({"messages": [USER], "budget_tokens": "300"}, "budget_tokens"),
+            ({"messages": [USER], "debug": "yes"}, "debug"),
+            ({"messages": [USER], "debug": 1}, "debug"),
         ],
     )
     def test_missing_and_mistyped_fields_are_named(

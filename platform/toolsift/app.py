@@ -106,7 +106,9 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
     """The framework's own errors (unknown route, wrong method, unreadable body) in our shape."""
     assert isinstance(error, HTTPException)
     code = _HTTP_CODES.get(error.status_code, "http_error")
-    body = {"error": {"code": code, "message": str(error.detail)}}
+    body: dict[str, Any] = {"error": {"code": code, "message": str(error.detail)}}
+    if error.status_code in (400, 413):  # the framework's: the body could not be read
+        body["error"]["field"] = "body"
     headers = dict(error.headers or {})
     if error.status_code == 405:
         headers["Allow"] = _allowed(request)
@@ -159,8 +161,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
         app.state.hot_pool = HotPool(app.state.database.url, size=settings.select_pool_size)
         await app.state.hot_pool.open()
-        query_embedder(app.state)  # imports the backend now, not in a request
-        mcp_endpoint.bind(app.state.database)
+        # The backend is imported now, not in a request.
+        mcp_endpoint.bind(app.state.database, query_embedder(app.state))
         async with mcp_endpoint.run():
             yield
         await app.state.hot_pool.close()

@@ -54,6 +54,11 @@ class PayloadTooLarge(AppError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(AppError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class Unprocessable(AppError):
     status_code = 422
     code = "validation_error"

@@ -17,7 +17,14 @@ from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.fixtures.factories import Caller, agent_key, new_tenant, support_catalog
+from tests.fixtures.factories import (
+    Caller,
+    agent_key,
+    embed_pending,
+    new_tenant,
+    support_catalog,
+    tool_body,
+)
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -70,6 +77,46 @@ class TestSearchTools:
         expected = support_agent.ok(support_agent.select(query, format="mcp"))["tools"]
         assert result.structured_content["tools"] == expected
         assert "order_status" in _names(result)
+
+    def test_hybrid_by_default_with_the_query_embedded_as_for_v1_select(
+        self, base_url: str, admin: Caller, database: Database
+    ) -> None:
+        # No word in common between the query and the tool: only the dense list finds it.
+        for name, description in [
+            ("end_membership", "Stop a recurring plan and its future charges"),
+            ("weather_today", "Tell the forecast for a city"),
+        ]:
+            admin.ok(admin.post("/admin/v1/tools", tool_body(name, description)), 201)
+        embed_pending(database, admin.tenant_id)
+        agent = agent_key(admin, [])
+        query = "cancel my subscription"
+        assert agent.names(query, mode="bm25", k=1) == []
+        _, result = _call(base_url, agent.key, {"query": query, "k": 1})
+        assert result.structured_content["mode"] == "hybrid"
+        assert _names(result) == ["end_membership"]
+        expected = agent.ok(agent.select(query, k=1, format="mcp"))
+        assert result.structured_content["tools"] == expected["tools"]
+
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            ({}, "query"),
+            ({"query": None}, "query"),
+            ({"query": 5}, "query"),
+            ({"query": ["a"]}, "query"),
+            ({"query": "x", "recent_tools": ["ok", 1]}, "recent_tools[1]"),
+            ({"query": "x", "k": "5"}, "k"),
+            ({"query": "x", "k": True}, "k"),
+            ({"query": "x", "k": 51}, "k"),
+            ({"query": "x", "foo": 1}, "foo"),
+        ],
+    )
+    def test_arguments_are_checked_against_the_advertised_schema(
+        self, base_url: str, support_agent: Caller, arguments: dict[str, Any], field: str
+    ) -> None:
+        _, result = _call(base_url, support_agent.key, arguments)
+        assert result.is_error
+        assert result.structured_content["error"]["field"] == field
 
     def test_only_the_callers_permissions(self, base_url: str, admin: Caller, catalog: Any) -> None:
         support = agent_key(admin, ["support"], name="support-only")

@@ -2,9 +2,13 @@
 
 `json.loads` accepts `NaN`, `Infinity` and `-Infinity`; PostgreSQL's `jsonb` refuses them,
 so a schema or setting holding one passed validation and failed at the INSERT as a 500.
-And a body nested past the interpreter's recursion limit raised `RecursionError`, which
-FastAPI answers with a 400 that names no field. Both are malformed JSON here: a 400 naming
+And a body nested past the interpreter's recursion limit, or not UTF-8, raised an error
+FastAPI answers with a 400 that names no field. All are malformed JSON here: a 400 naming
 `body`, like any other, before anything runs.
+
+A body sent as another media type (`curl -d` says `application/x-www-form-urlencoded`) is
+a 415 naming the `Content-Type` header, where FastAPI would report a body that "should be
+a valid dictionary"; so is a body sent without the header.
 """
 
 from __future__ import annotations
@@ -16,17 +20,22 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
+from ..errors import UnsupportedMediaType
 
-def _not_json(constant: str) -> Any:
+
+def _constant(constant: str) -> Any:
     raise json.JSONDecodeError(f"{constant} is not JSON", constant, 0)
 
 
 def parse_json(body: bytes) -> Any:
-    """`json.loads` without the non-standard constants, and a depth error as a decode one."""
+    """`json.loads` without the non-standard constants; depth and encoding errors as decode
+    errors."""
     try:
-        return json.loads(body, parse_constant=_not_json)
+        return json.loads(body, parse_constant=_constant)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", "", 0) from None
+    except UnicodeDecodeError as error:
+        raise json.JSONDecodeError(f"not UTF-8 at byte {error.start}", "", 0) from None
 
 
 class _StrictJSONRequest(Request):
@@ -41,8 +50,31 @@ class StrictJSONRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        takes_body = self.body_field is not None
 
         async def strict(request: Request) -> Response:
+            if takes_body and (problem := _not_json(request)) is not None:
+                raise UnsupportedMediaType(problem, field="Content-Type")
             return await handler(_StrictJSONRequest(request.scope, request.receive))
 
         return strict
+
+
+def _not_json(request: Request) -> str | None:
+    """Why the body is not declared as JSON, or None (no body at all is the route's call)."""
+    media = request.headers.get("content-type")
+    if media is None:
+        sent = request.headers.get("content-length", "0") != "0"
+        if sent or "transfer-encoding" in request.headers:
+            return "send the body as application/json (no Content-Type was given)"
+        return None
+    if _is_json(media):
+        return None
+    return f"send the body as application/json, not {media.split(';')[0][:100]!r}"
+
+
+def _is_json(media: str) -> bool:
+    kind = media.split(";")[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any, get_args
 
 import anyio.to_thread
+import jsonschema_rs
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -25,6 +26,7 @@ from ..auth import keys
 from ..auth.deps import Principal, _authenticate
 from ..config import Settings
 from ..db import Database
+from ..embedding.base import EmbeddingBackend
 from ..errors import AppError, Forbidden, Unauthenticated
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
@@ -63,9 +65,30 @@ SEARCH_TOOLS = types.Tool(
 )
 
 
+_ARGUMENTS = jsonschema_rs.Draft202012Validator(SEARCH_TOOLS.input_schema)
+
+
+def argument_error(arguments: dict[str, Any]) -> tuple[str, str] | None:
+    """The argument `tools/list` says is wrong, named as the caller wrote it, and why.
+
+    Checked against the advertised schema before anything else: the select's own schema
+    would name its internal fields (`messages.0.content`) and coerce `"5"` to a `k`.
+    """
+    properties = SEARCH_TOOLS.input_schema["properties"]
+    for name in arguments:
+        if name not in properties:
+            return name[:64], f"unknown argument (expected one of {', '.join(properties)})"
+    if "query" not in arguments:
+        return "query", "required"
+    for error in _ARGUMENTS.iter_errors(arguments):
+        path = [str(p) for p in error.instance_path] or ["arguments"]
+        return path[0] + "".join(f"[{i}]" for i in path[1:]), error.message
+    return None
+
+
 def _request(arguments: dict[str, Any]) -> SelectRequest:
     body: dict[str, Any] = {
-        "messages": [{"role": "user", "content": arguments.get("query", "")}],
+        "messages": [{"role": "user", "content": arguments["query"]}],
         "task": {"recent_tools": arguments.get("recent_tools", [])},
         "format": arguments.get("format", "mcp"),
     }
@@ -87,14 +110,17 @@ class McpEndpoint:
 
     def __init__(self, database: Database | None, settings: Settings) -> None:
         self._database = database
+        self._embedder: EmbeddingBackend | None = None
         self.settings = settings
         self.server: Server[Any] = Server(
             "toolsift", on_list_tools=self._list_tools, on_call_tool=self._call_tool
         )
         self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
 
-    def bind(self, database: Database) -> None:
+    def bind(self, database: Database, embedder: EmbeddingBackend | None) -> None:
+        """The app's database and query embedder (dense and hybrid, as `/v1/select`)."""
         self._database = database
+        self._embedder = embedder
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -143,8 +169,12 @@ class McpEndpoint:
         if params.name != SEARCH_TOOLS.name:
             return _error(f"unknown tool {params.name[:64]!r}", "name")
         principal: Principal = ctx.request.scope["state"]["principal"]
+        arguments = params.arguments or {}
+        if (wrong := argument_error(arguments)) is not None:
+            field, why = wrong
+            return _error(f"{field}: {why}", field)
         try:
-            request = _request(params.arguments or {})
+            request = _request(arguments)
         except ValidationError as error:
             first = error.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
@@ -162,7 +192,7 @@ class McpEndpoint:
 
     def _select(self, principal: Principal, request: SelectRequest) -> dict[str, Any]:
         with self.database.unit_of_work(principal.tenant_id, permissions="") as session:
-            response = selection.select(session, principal, request)
+            response = selection.select(session, principal, request, self._embedder)
         return response.model_dump(mode="json", exclude_none=True)
 
 

@@ -68,13 +68,17 @@ class SelectRequest(Schema):
     roles: list[RoleName] | None = Field(
         default=None, max_length=50, description="Roles to act as; default: all the key's roles."
     )
-    k: int = Field(default=5, ge=1, le=50, description="Ranked tools to add beyond core and used.")
-    budget_tokens: int = Field(default=4000, ge=1, le=200_000)
+    # Strict: "2", 2.0 and true are not a k, and "yes" is not a debug flag (lax pydantic
+    # would take them); an agent that sends them has a bug it should hear about.
+    k: int = Field(
+        default=5, ge=1, le=50, strict=True, description="Ranked tools to add beyond core and used."
+    )
+    budget_tokens: int = Field(default=4000, ge=1, le=200_000, strict=True)
     mode: Mode = Field(
         default="hybrid", description="bm25, dense (embeddings) or hybrid (rank fusion)."
     )
     format: Format = "anthropic"
-    debug: bool = False
+    debug: bool = Field(default=False, strict=True)
 
 
 class Candidate(BaseModel):
@@ -85,7 +89,9 @@ class Candidate(BaseModel):
     bm25_rank: int | None = None
     dense_rank: int | None = None
     selected: bool
-    reason: str = Field(description="selected, over_budget or beyond_k")
+    reason: str = Field(
+        description="core, used (kept from the conversation), selected, over_budget or beyond_k"
+    )
 
 
 class SelectResponse(BaseModel):
