@@ -91,3 +91,77 @@ def test_the_last_migration_downgrades_and_upgrades_again(pg_server: str, worker
         assert _schema(url) == at_head
     finally:
         drop_all()
+
+
+def test_0011_fills_the_per_format_costs_the_application_computes(
+    pg_server: str, worker_id: str
+) -> None:
+    """Tools and statistics written at head, the columns dropped (downgrade) and filled
+    again by the migration: the same figures as the application's own."""
+    from toolsift.db import ALL_PERMISSIONS, Database
+    from toolsift.tenants.schemas import TenantCreate
+    from toolsift.tenants.service import tenant as tenant_service
+    from toolsift.tools.schemas import ToolCreate
+    from toolsift.tools.service import tool as tool_service
+
+    plain = pg_server.replace("postgresql+psycopg://", "postgresql://")
+    name = f"toolsift_backfill_{worker_id}"
+
+    def drop() -> None:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+    def figures() -> set[tuple[Any, ...]]:
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            conn.execute("SET row_security = off")
+            tools = conn.execute(
+                "SELECT name, token_cost, openai_token_cost, mcp_token_cost FROM tools"
+            ).fetchall()
+            stats = conn.execute(
+                "SELECT permission_key::text, total_tokens, openai_total_tokens, mcp_total_tokens"
+                " FROM corpus_stats"
+            ).fetchall()
+            return {("tool", *row) for row in tools} | {("bucket", *row) for row in stats}
+
+    drop()
+    url = ensure_database(pg_server, name)
+    try:
+        upgrade(url)
+        database = Database(url, pool_size=1)
+        try:
+            with database.unit_of_work(None) as session:
+                created = tenant_service.create(session, TenantCreate(name="t"), pepper="p")
+            tenant_id = created.tenant.id
+            output = {"type": "object", "properties": {"rows": {"type": "array"}}}
+            items = [
+                ToolCreate(name="plain", description="Get an order."),
+                ToolCreate(
+                    name="rich",
+                    title="Export the ledger",
+                    description="Export it.",
+                    output_schema=output,
+                    annotations={"readOnlyHint": True},
+                ),
+                ToolCreate(name="gone", description="Deleted before the migration."),
+            ]
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                tool_service.upsert(session, tenant_id, items)
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                gone = next(
+                    t
+                    for t in tool_service.list_page(session, after=None, limit=9)[0]
+                    if t.name == "gone"
+                )
+                tool_service.delete(session, gone.id)
+        finally:
+            database.dispose()
+        written = figures()
+        rich = next(row for row in written if row[:2] == ("tool", "rich"))
+        assert rich[4] > rich[2] + 20  # the MCP definition carries title and output schema
+        command.downgrade(alembic_config(url), "0010")
+        upgrade(url)
+        assert figures() == written
+    finally:
+        drop()

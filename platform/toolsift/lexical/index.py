@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from ..models import Tool
+from ..tools.definitions import TokenCosts
 from .analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, tool_fields
 
 _ANALYSE = text(
@@ -58,15 +59,19 @@ _WRITE = text(
         ON CONFLICT (tenant_id, permission_key, term) DO UPDATE
         SET df = term_stats.df + excluded.df
     )
-    INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length, total_tokens)
-    SELECT :tenant_id, c.permission_key, c.count, c.length, c.tokens
+    INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length, total_tokens,
+                              openai_total_tokens, mcp_total_tokens)
+    SELECT :tenant_id, c.permission_key, c.count, c.length, c.tokens, c.openai, c.mcp
     FROM unnest(CAST(:corpus_keys AS uuid[]), CAST(:counts AS int[]),
-                CAST(:corpus_lengths AS float8[]), CAST(:tokens AS bigint[]))
-         AS c(permission_key, count, length, tokens)
+                CAST(:corpus_lengths AS float8[]), CAST(:tokens AS bigint[]),
+                CAST(:openai_tokens AS bigint[]), CAST(:mcp_tokens AS bigint[]))
+         AS c(permission_key, count, length, tokens, openai, mcp)
     ON CONFLICT (tenant_id, permission_key) DO UPDATE
     SET doc_count = corpus_stats.doc_count + excluded.doc_count,
         total_length = corpus_stats.total_length + excluded.total_length,
-        total_tokens = corpus_stats.total_tokens + excluded.total_tokens
+        total_tokens = corpus_stats.total_tokens + excluded.total_tokens,
+        openai_total_tokens = corpus_stats.openai_total_tokens + excluded.openai_total_tokens,
+        mcp_total_tokens = corpus_stats.mcp_total_tokens + excluded.mcp_total_tokens
     """
 )
 # Only the rows this write moved down, all of them already locked by its upsert.
@@ -89,11 +94,15 @@ class Previous(NamedTuple):
 
     doc_length: float
     permission_id: UUID | None
-    token_cost: int
+    token_costs: TokenCosts
 
     @classmethod
     def of(cls, tool: Tool) -> Previous:
-        return cls(tool.doc_length, tool.required_permission_id, tool.token_cost)
+        return cls(tool.doc_length, tool.required_permission_id, _costs(tool))
+
+
+def _costs(tool: Tool) -> TokenCosts:
+    return TokenCosts(tool.token_cost, tool.openai_token_cost, tool.mcp_token_cost)
 
 
 def bucket(permission_id: UUID | None) -> UUID:
@@ -137,12 +146,13 @@ def reindex(
     }
     docs: Counter[UUID] = Counter()
     lengths: defaultdict[UUID, float] = defaultdict(float)
-    tokens: Counter[UUID] = Counter()
+    tokens: dict[str, Counter[UUID]] = {fmt: Counter() for fmt in TokenCosts._fields}
     for tool in indexed:
         key = bucket(tool.required_permission_id)
         docs[key] += 1
         lengths[key] += tool.doc_length
-        tokens[key] += tool.token_cost
+        for fmt, cost in _costs(tool)._asdict().items():
+            tokens[fmt][key] += cost
         for term, tf in postings.get(tool.id, {}).items():
             df_delta[key, term] += 1
             rows["terms"].append(term)
@@ -157,12 +167,13 @@ def reindex(
             old = previous[tool.id]
             docs[bucket(old.permission_id)] -= 1
             lengths[bucket(old.permission_id)] -= old.doc_length
-            tokens[bucket(old.permission_id)] -= old.token_cost
+            for fmt, cost in old.token_costs._asdict().items():
+                tokens[fmt][bucket(old.permission_id)] -= cost
 
     # In one order for every writer, so two writes of one tenant lock the rows they share in
     # the same order.
     changed = sorted((key, term, delta) for (key, term), delta in df_delta.items() if delta)
-    buckets = sorted(set(docs) | set(lengths) | set(tokens))
+    buckets = sorted(set(docs) | set(lengths) | set().union(*tokens.values()))
     session.execute(
         _WRITE,
         {
@@ -174,7 +185,9 @@ def reindex(
             "corpus_keys": buckets,
             "counts": [docs[k] for k in buckets],
             "corpus_lengths": [lengths[k] for k in buckets],
-            "tokens": [tokens[k] for k in buckets],
+            "tokens": [tokens["anthropic"][k] for k in buckets],
+            "openai_tokens": [tokens["openai"][k] for k in buckets],
+            "mcp_tokens": [tokens["mcp"][k] for k in buckets],
         },
     )
     if emptied := [(key, term) for key, term, delta in changed if delta < 0]:

@@ -53,7 +53,12 @@ class Tool(TenantScoped, Timestamped, Base):
     examples: Mapped[list[str]] = mapped_column(StrictJSONB, default=list)
     required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     core: Mapped[bool] = mapped_column(default=False)
+    # Prompt tokens of the definition in each format the budget counts (`definitions`):
+    # `anthropic` (and its tool references) in token_cost, then `openai` and `mcp`, whose
+    # wrapper, title, output schema and annotations can make them much larger.
     token_cost: Mapped[int] = mapped_column(Integer)
+    openai_token_cost: Mapped[int] = mapped_column(Integer)
+    mcp_token_cost: Mapped[int] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=1)
     source: Mapped[str] = mapped_column(Text, default="manual")
@@ -63,6 +68,14 @@ class Tool(TenantScoped, Timestamped, Base):
         DateTime(timezone=True), server_default=func.now(), nullable=False
     )
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    @property
+    def token_costs(self) -> dict[str, int]:
+        return {
+            "anthropic": self.token_cost,
+            "openai": self.openai_token_cost,
+            "mcp": self.mcp_token_cost,
+        }
 
 
 class ToolTerm(TenantScoped, Base):
@@ -111,5 +124,8 @@ class CorpusStat(TenantScoped, Base):
     permission_key: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     doc_count: Mapped[int] = mapped_column(Integer, default=0)
     total_length: Mapped[float] = mapped_column(Double, default=0.0)
-    # Prompt tokens of the bucket's tools: what sending the whole allowed catalog would cost.
+    # Prompt tokens of the bucket's tools: what sending the whole allowed catalog would cost,
+    # per format as the tools' costs.
     total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    openai_total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    mcp_total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..models import Tool
 
@@ -44,9 +44,24 @@ def render(tool: Tool, fmt: Format) -> dict[str, Any]:
     return definition
 
 
-def token_cost(tool: Tool) -> int:
+class TokenCosts(NamedTuple):
+    """A definition's prompt tokens in each format the budget counts. A tool reference is
+    budgeted as the `anthropic` definition it stands for."""
+
+    anthropic: int
+    openai: int
+    mcp: int
+
+
+def token_costs(tool: Tool) -> TokenCosts:
+    return TokenCosts(
+        token_cost(tool, "anthropic"), token_cost(tool, "openai"), token_cost(tool, "mcp")
+    )
+
+
+def token_cost(tool: Tool, fmt: Format = "anthropic") -> int:
     """About 4 bytes of compact JSON per token: close enough to budget with, no tokenizer."""
-    body = json.dumps(render(tool, "anthropic"), separators=(",", ":"), ensure_ascii=False)
+    body = json.dumps(render(tool, fmt), separators=(",", ":"), ensure_ascii=False)
     return math.ceil(len(body.encode()) / 4)
 
 

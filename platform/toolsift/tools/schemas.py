@@ -199,7 +199,11 @@ class ToolRead(ReadSchema):
     examples: list[str]
     required_permission: str | None
     core: bool
-    token_cost: int
+    token_cost: int = Field(description="Prompt tokens of the `anthropic` definition.")
+    token_costs: dict[str, int] = Field(
+        description="Prompt tokens of the definition in each format (anthropic, openai, mcp):"
+        " what a select in that format counts against its budget."
+    )
     content_hash: str
     version: int
     source: str

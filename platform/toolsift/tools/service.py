@@ -16,7 +16,7 @@ from ..errors import Conflict, NotFound, Unprocessable
 from ..lexical.index import Previous, analyse, reindex
 from ..models import Permission, Tool
 from ..security.audit import lock_chain
-from .definitions import content_hash, token_cost
+from .definitions import content_hash, token_costs
 from .schemas import ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
 
 _ALLOCATE = text(
@@ -98,7 +98,7 @@ class ToolService:
                 changed.append(tool)
                 statuses[item.name] = "updated"
             tool.content_hash = digest
-            tool.token_cost = token_cost(tool)
+            tool.token_cost, tool.openai_token_cost, tool.mcp_token_cost = token_costs(tool)
         if created:
             first = session.execute(
                 _ALLOCATE, {"n": len(created), "tenant_id": tenant_id}
