@@ -156,13 +156,15 @@ def _functions(
     return per_select
 
 
-# Request shapes whose answers must not change: defaults, debug with a tight budget, another
-# format with recent tools, one role, a budget that cuts.
+# Request shapes whose answers must not change: defaults, debug with a tight budget, recent
+# tools, one role, a budget that cuts. All in the `anthropic` format: since migration 0011
+# an `openai` or `mcp` select counts that format's tokens, so against an older migration
+# their answers differ by design.
 SHAPES: list[dict[str, Any]] = [
     {"k": 5, "budget_tokens": 4000},
     {"k": 8, "budget_tokens": 600, "debug": True},
-    {"k": 3, "budget_tokens": 4000, "format": "mcp", "task": {"recent_tools": ["search_help"]}},
-    {"k": 5, "budget_tokens": 3000, "format": "openai", "roles": ["viewer"]},
+    {"k": 3, "budget_tokens": 4000, "task": {"recent_tools": ["search_help"]}},
+    {"k": 5, "budget_tokens": 3000, "roles": ["viewer"]},
     {"k": 5, "budget_tokens": 250},
 ]
 

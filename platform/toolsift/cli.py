@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -229,6 +231,22 @@ def up(
 
     settings = _settings(data_dir)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # One `up` per data dir: a second would share the first's servers, stop them on its way
+    # out and run a second beat on one schedule. The lock goes with this process.
+    holder = (settings.data_dir / "up.lock").open("a+")
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder.seek(0)
+        _fail(
+            f"another `toolsift up` (pid {holder.read().strip() or '?'}) is running on"
+            f" {settings.data_dir.resolve()}; stop it first, or choose another --data-dir"
+        )
+    holder.truncate(0)
+    holder.write(str(os.getpid()))
+    holder.flush()
+    if not _bindable(host, port):
+        _fail(f"port {port} on {host} is taken by another process; choose another with --port")
     # uvicorn re-raises SIGTERM once it has shut down; make that unwind through `finally`.
     signal.signal(signal.SIGTERM, _raise_exit)
     started: list[EmbeddedPostgres | EmbeddedRedis] = []
@@ -238,14 +256,17 @@ def up(
             database_url = settings.database_url
         else:
             pg = stack.postgres(settings)
+            # A server this process did not start (a `migrate` left it up) is left running.
+            if not pg.is_running():
+                started.append(pg)
             database_url = ensure_database(pg.start(), stack.DATABASE_NAME)
-            started.append(pg)
         if settings.redis_url:
             redis_url = settings.redis_url
         else:
             redis = stack.redis(settings)
+            if not redis.is_running():
+                started.append(redis)
             redis_url = redis.start()
-            started.append(redis)
         upgrade(database_url)
         settings = settings.model_copy(
             update={"database_url": database_url, "redis_url": redis_url}
@@ -274,6 +295,18 @@ def up(
             worker_process.wait(timeout=30)
         for service in reversed(started):
             service.stop()
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether the API could listen there (checked before any server starts)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _raise_exit(signum: int, _frame: object) -> None:

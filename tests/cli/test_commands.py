@@ -104,6 +104,27 @@ class TestToolsImport:
         assert f"{broken}:3: invalid tool 'x': input_schema" in result.output.replace("\n", "")
         assert _count(database, tenant_id) == 0
 
+    @pytest.mark.parametrize(
+        ("line", "message"),
+        [
+            (b'{"id": "x", "core": "false"}', "core: must be true or false"),
+            (b'{"id": "x", "examples": "find three"}', "examples"),
+            (b'{"id": "x", "description": "caf\xe9"}', "not UTF-8 text"),
+        ],
+    )
+    def test_a_field_of_the_wrong_type_is_named_not_coerced(
+        self, database: Database, tmp_path: Path, line: bytes, message: str
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        broken = tmp_path / "tools.jsonl"
+        broken.write_bytes(b'{"id": "fine"}\n' + line + b"\n")
+        result = runner.invoke(app, ["tools", "import", str(broken), "--tenant", str(tenant_id)])
+        assert result.exit_code == 2, result.output
+        output = result.output.replace("\n", "")
+        assert f"{broken}:2:" in output
+        assert message in output
+        assert _count(database, tenant_id) == 0
+
     def test_a_missing_file_is_named(self) -> None:
         tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
         result = runner.invoke(

@@ -62,7 +62,12 @@ class ToolFact:
     deleted: bool
     embedded: bool
     position: int = 0
-    token_cost: int = 0
+    # Prompt tokens by format; a tool reference is budgeted as the anthropic definition.
+    token_costs: tuple[tuple[str, int], ...] = ()
+
+    def cost(self, fmt: str) -> int:
+        costs = dict(self.token_costs)
+        return costs.get(fmt, costs["anthropic"])
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,10 @@ def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> Te
         rows = {
             r.name: r
             for r in session.execute(
-                text("SELECT id, name, position, token_cost FROM tools WHERE tenant_id = :t"),
+                text(
+                    "SELECT id, name, position, token_cost, openai_token_cost, mcp_token_cost"
+                    " FROM tools WHERE tenant_id = :t"
+                ),
                 {"t": tenant_id},
             )
         }
@@ -200,7 +208,11 @@ def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> Te
             t,
             deleted=t.name in doomed,
             position=rows[t.name].position,
-            token_cost=rows[t.name].token_cost,
+            token_costs=(
+                ("anthropic", rows[t.name].token_cost),
+                ("openai", rows[t.name].openai_token_cost),
+                ("mcp", rows[t.name].mcp_token_cost),
+            ),
         )
         for t in first + late
     ]
@@ -340,8 +352,9 @@ def check_selection(
         *sorted(core, key=lambda t: t.position),
         *sorted((t for t in chosen if not t.core), key=lambda t: t.position),
     ], "not core first, then registry order"
-    assert response["tokens"] == sum(t.token_cost for t in chosen)
-    core_cost = sum(t.token_cost for t in core)
+    fmt = request["format"]
+    assert response["tokens"] == sum(t.cost(fmt) for t in chosen)
+    core_cost = sum(t.cost(fmt) for t in core)
     assert response["tokens"] <= max(request["budget_tokens"], core_cost)
     used = used_names(request) & set(by_name)
     assert len([t for t in chosen if not t.core and t.name not in used]) <= request["k"]

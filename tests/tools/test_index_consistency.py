@@ -177,16 +177,20 @@ def _assert_index_is_a_recount(
         tenant,
     )
     corpus = owner_conn.execute(
-        "SELECT permission_key, doc_count, total_length, total_tokens FROM corpus_stats"
+        "SELECT permission_key, doc_count, total_length,"
+        " ARRAY[total_tokens, openai_total_tokens, mcp_total_tokens] FROM corpus_stats"
         " WHERE tenant_id = %s AND doc_count <> 0",
         (tenant,),
     ).fetchall()
     recount = owner_conn.execute(
-        f"SELECT {bucket}, count(*), sum(doc_length), sum(token_cost) FROM tools"
+        f"SELECT {bucket}, count(*), sum(doc_length),"
+        " ARRAY[sum(token_cost), sum(openai_token_cost), sum(mcp_token_cost)] FROM tools"
         " WHERE tenant_id = %s AND deleted_at IS NULL GROUP BY 1",
         (tenant,),
     ).fetchall()
-    assert {(k, n, t) for k, n, _, t in corpus} == {(k, n, t) for k, n, _, t in recount}
+    assert {(k, n, tuple(t)) for k, n, _, t in corpus} == {
+        (k, n, tuple(t)) for k, n, _, t in recount
+    }
     lengths = {k: length for k, _, length, _ in recount}
     for key, _, length, _ in corpus:
         assert length == pytest.approx(lengths[key], rel=1e-12)

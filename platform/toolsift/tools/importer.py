@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -56,11 +56,11 @@ def _schema(parameters: Any) -> dict[str, Any]:
 def read_catalog(path: Path) -> Iterator[Imported]:
     seen: dict[str, int] = {}
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as error:
         raise CatalogError(f"{path}: cannot read: {error.strerror}") from None
     with handle:
-        for number, line in enumerate(handle, start=1):
+        for number, line in _lines(handle, path):
             if not line.strip():
                 continue
             where = f"{path}:{number}"
@@ -80,21 +80,38 @@ def read_catalog(path: Path) -> Iterator[Imported]:
                 raise CatalogError(f"{where}: duplicate tool id {source_id!r} (line {seen[name]})")
             seen[name] = number
             title = record.get("title") or record.get("name")
+            # Taken as given, so that ToolCreate refuses what is not its type: `"false"` is
+            # not a core flag (bool() would make it true) and a string is not a list of
+            # examples (list() would split it into characters).
+            core = record.get("core", False)
+            if not isinstance(core, bool):
+                raise CatalogError(
+                    f"{where}: invalid tool {source_id!r}: core: must be true or false"
+                )
             try:
                 tool = ToolCreate(
                     name=name,
                     title=title if title and title != name else None,
                     description=str(record.get("description") or "")[:10_000],
                     input_schema=_schema(record.get("parameters", record.get("input_schema"))),
-                    examples=list(record.get("examples") or []),
+                    examples=record.get("examples") or [],
                     required_permission=record.get("required_permission"),
-                    core=bool(record.get("core", False)),
+                    core=core,
                 )
             except (ValidationError, ValueError) as error:
                 raise CatalogError(
                     f"{where}: invalid tool {source_id!r}: {_first(error)}"
                 ) from None
             yield Imported(number, source_id, tool)
+
+
+def _lines(handle: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
+    """Numbered lines, each decoded alone: one that is not UTF-8 is an error naming it."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CatalogError(f"{path}:{number}: not UTF-8 text") from None
 
 
 def _first(error: Exception) -> str:

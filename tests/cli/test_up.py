@@ -1,0 +1,71 @@
+"""`toolsift up` as a user runs it: one per data dir, and a taken port refused up front."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _up(data_dir: Path, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "toolsift.cli", "up", "--data-dir", str(data_dir),
+        "--port", str(port), "--no-worker", "--no-demo",
+    ]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    return env
+
+
+@pytest.mark.timeout(240)
+def test_a_second_up_on_a_data_dir_refuses_and_leaves_the_first_running(tmp_path: Path) -> None:
+    data, port = tmp_path / "data", _free_port()
+    log = tmp_path / "first.log"
+    with log.open("wb") as out:
+        first = subprocess.Popen(_up(data, port), env=_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert first.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the first `up` never became ready"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        second = subprocess.run(
+            _up(data, _free_port()), env=_env(), capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert "another `toolsift up`" in second.stderr + second.stdout
+        assert str(first.pid) in second.stderr + second.stdout
+        # Another data dir, the first's port: refused before anything starts.
+        other = tmp_path / "other"
+        third = subprocess.run(
+            _up(other, port), env=_env(), capture_output=True, text=True, timeout=60
+        )
+        assert third.returncode == 2, third.stdout + third.stderr
+        assert f"port {port}" in third.stderr + third.stdout
+        assert not (other / "postgres").exists()
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
