@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,16 +46,33 @@ class TestHealth:
             "checks": {"database": "ok", "migrations": "ok", "broker": "ok"},
         }
 
-    def test_readyz_names_the_broker_when_it_is_down(
+    def test_readyz_names_the_broker_when_it_is_down_and_stays_ready(
         self, settings: Settings, database: Database
     ) -> None:
+        # Selects never touch Redis and jobs wait in the outbox: traffic must keep coming.
         with _client(settings, database, redis_url="redis://127.0.0.1:1/0") as client:
             response = client.get("/readyz")
-        assert response.status_code == 503
+        assert response.status_code == 200
         body = response.json()
-        assert body["status"] == "unavailable"
+        assert body["status"] == "degraded"
         assert body["checks"]["database"] == "ok"
         assert body["checks"]["broker"].startswith("unreachable")
+
+    def test_readyz_answers_when_the_database_never_does(self, settings: Settings) -> None:
+        # A listener that accepts and never speaks: a stopped postmaster, as the client sees it.
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            port = silent.getsockname()[1]
+            hung = Database(f"postgresql://toolsift@127.0.0.1:{port}/none", pool_size=1)
+            started = time.monotonic()
+            with _client(settings, hung) as client:
+                first = client.get("/readyz")
+                second = client.get("/readyz")
+            elapsed = time.monotonic() - started
+        assert (first.status_code, second.status_code) == (503, 503)
+        assert first.json()["checks"]["database"] == "unreachable (timeout)"
+        assert elapsed < 20
 
     def test_readyz_names_the_database_when_it_is_down(self, settings: Settings) -> None:
         dead = Database("postgresql://toolsift@127.0.0.1:1/none", pool_size=1)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 from fastapi import APIRouter, Request, Response
@@ -23,6 +26,13 @@ from . import metrics
 router = APIRouter(route_class=StrictJSONRoute, tags=["health"])
 _log = logging.getLogger(__name__)
 _BROKER_TIMEOUT = 1.0
+# A database that accepts connections and never answers (a stopped postmaster, a network
+# partition) would hold the probe as long as the socket stays open: the check runs in a
+# thread of its own, and past this the probe answers without it.
+_DATABASE_TIMEOUT = 2.0
+_checks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="readyz")
+_pending: Future[str | None] | None = None
+_pending_lock = threading.Lock()
 
 
 class Health(BaseModel):
@@ -30,7 +40,7 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "degraded", "unavailable"]
     checks: dict[str, str]
 
 
@@ -51,20 +61,23 @@ def healthz() -> Health:
     responses={503: {"model": Readiness, "description": "A dependency is down"}},
 )
 def readyz(request: Request) -> JSONResponse:
-    """Ready to serve: database reachable, migrations at head, broker reachable.
+    """Ready to serve: database reachable, migrations at head (503 names what failed).
 
-    503 names what failed, so an orchestrator holds traffic back until all are `ok`.
+    The broker is checked and named too, but without it the API still serves: selects
+    never touch Redis, and a write's embedding job waits in the outbox until the broker is
+    back. So a broker that is down is `degraded` with a 200, and an orchestrator keeps
+    sending traffic; alert on it from the body or from `toolsift_outbox_depth`.
     """
     checks = {"database": "ok", "migrations": "ok", "broker": "ok"}
     try:
-        with request.app.state.database.unit_of_work(None) as session:
-            current = session.execute(text("SELECT toolsift_schema_revision()")).scalar()
+        current = _database_revision(request.app.state.database)
         head = _head()
         if current != head:
             checks["migrations"] = f"at {current}, head is {head}"
     except Exception as error:
         _log.warning("readyz: database check failed: %s", type(error).__name__)
-        checks["database"] = f"unreachable ({type(error).__name__})"
+        reason = "timeout" if isinstance(error, FutureTimeout) else type(error).__name__
+        checks["database"] = f"unreachable ({reason})"
         checks["migrations"] = "unknown"
     url = request.app.state.settings.redis_url
     if not url:
@@ -82,9 +95,29 @@ def readyz(request: Request) -> JSONResponse:
             checks["broker"] = f"unreachable ({type(error).__name__})"
         finally:
             client.close()
-    failed = [name for name, value in checks.items() if value not in ("ok", "not configured")]
-    body = Readiness(status="unavailable" if failed else "ok", checks=checks)
+    failed = [name for name in ("database", "migrations") if checks[name] != "ok"]
+    broker_down = checks["broker"] not in ("ok", "not configured")
+    body = Readiness(
+        status="unavailable" if failed else "degraded" if broker_down else "ok", checks=checks
+    )
     return JSONResponse(body.model_dump(), status_code=503 if failed else 200)
+
+
+def _database_revision(database: Any) -> str | None:
+    """The schema revision, within `_DATABASE_TIMEOUT`; at most one check in flight, so a
+    database that hangs holds one thread and one connection, not one per probe."""
+    global _pending
+    with _pending_lock:
+        if _pending is None or _pending.done():
+            _pending = _checks.submit(_revision, database)
+        pending = _pending
+    return pending.result(timeout=_DATABASE_TIMEOUT)
+
+
+def _revision(database: Any) -> str | None:
+    with database.unit_of_work(None) as session:
+        revision: str | None = session.execute(text("SELECT toolsift_schema_revision()")).scalar()
+    return revision
 
 
 def _metrics_allowed(request: Request) -> bool:
