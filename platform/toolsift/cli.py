@@ -583,6 +583,9 @@ def eval_command(
         raise typer.BadParameter(f"--k must be integers, got {k!r}") from None
     if ks[0] < 1 or ks[-1] > 50:
         raise typer.BadParameter("--k values must be between 1 and 50")
+    # The report writes its own queries.jsonl: never into the dataset it reads.
+    if out is not None and out.resolve() == dataset_dir.resolve():
+        raise typer.BadParameter("--out must not be the dataset's folder (it would be overwritten)")
     try:
         data = eval_dataset.load(dataset_dir)
     except eval_dataset.NoQueries as skipped:

@@ -48,6 +48,16 @@ class TestEval:
         assert result.exit_code == 2
         assert "queries.jsonl:1:" in result.output.replace("\n", "")
 
+    def test_the_dataset_folder_is_refused_as_out_and_left_alone(self, tmp_path: Path) -> None:
+        copy = tmp_path / "tiny"
+        copy.mkdir()
+        for name in ("tools.jsonl", "queries.jsonl"):
+            (copy / name).write_bytes((TINY / name).read_bytes())
+        result = runner.invoke(app, ["eval", str(copy), "--modes", "bm25", "--out", str(copy)])
+        assert result.exit_code == 2
+        assert "--out" in result.output
+        assert (copy / "queries.jsonl").read_bytes() == (TINY / "queries.jsonl").read_bytes()
+
     def test_an_unlabelled_catalog_is_skipped(self, tmp_path: Path) -> None:
         (tmp_path / "tools.jsonl").write_text((TINY / "tools.jsonl").read_text())
         result = runner.invoke(app, ["eval", str(tmp_path)])

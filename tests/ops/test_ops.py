@@ -113,6 +113,10 @@ class TestHealth:
         assert "toolsift_database_up 1.0" in text
         assert "toolsift_tools_live 6.0" in text
         assert "toolsift_tenants 1.0" in text
+        # No worker has run: a tenant that serves no model yet still counts as behind.
+        assert "toolsift_embeddings_pending 6.0" in text
+        lag = next(line for line in text.splitlines() if line.startswith("toolsift_embedding_lag"))
+        assert float(lag.split()[-1]) > 0
 
 
 class TestMetricsAccess:

@@ -107,9 +107,10 @@ GAUGES: list[SqlGauge] = [
     ),
     SqlGauge(
         "toolsift_embeddings_pending",
-        "Live tools whose tenant serves a model but which lack a vector of their current version.",
+        # A tenant serves no model until its first vectors land: all its tools are pending.
+        "Live tools without a vector of their current version in the model their tenant serves.",
         """SELECT count(*) FROM tools t JOIN tenants n ON n.id = t.tenant_id
-           WHERE t.deleted_at IS NULL AND n.embedding_model IS NOT NULL AND NOT EXISTS (
+           WHERE t.deleted_at IS NULL AND NOT EXISTS (
              SELECT 1 FROM tool_embeddings e WHERE e.tenant_id = t.tenant_id
              AND e.tool_id = t.id AND e.model = n.embedding_model AND e.version = t.version)""",
         (("tenants", "embedding_model"), ("tool_embeddings", "version"), ("tools", "version")),
@@ -119,7 +120,7 @@ GAUGES: list[SqlGauge] = [
         "Age of the oldest tool change not yet embedded (0 when none).",
         """SELECT coalesce(extract(epoch FROM now() - min(t.updated_at)), 0)
            FROM tools t JOIN tenants n ON n.id = t.tenant_id
-           WHERE t.deleted_at IS NULL AND n.embedding_model IS NOT NULL AND NOT EXISTS (
+           WHERE t.deleted_at IS NULL AND NOT EXISTS (
              SELECT 1 FROM tool_embeddings e WHERE e.tenant_id = t.tenant_id
              AND e.tool_id = t.id AND e.model = n.embedding_model AND e.version = t.version)""",
         (("tenants", "embedding_model"), ("tool_embeddings", "version"), ("tools", "updated_at")),

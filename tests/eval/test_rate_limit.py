@@ -1,0 +1,70 @@
+"""The evaluation's selects wait out the server's rate limit instead of failing the run."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from tests.fixtures.factories import Caller, agent_key
+from toolsift.app import create_app
+from toolsift.config import Settings
+from toolsift.db import Database
+from toolsift.embedded import EmbeddedRedis
+from toolsift.eval import runner
+from toolsift.eval.dataset import load
+
+TINY = Path(__file__).parent / "data" / "tiny"
+
+
+@pytest.fixture
+def limited_url(
+    settings: Settings, database: Database, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The API on a loopback port, 3 agent requests a second."""
+    redis = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    redis.start()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    limited = settings.model_copy(
+        update={"redis_url": redis.url, "rate_limit_agent": 3, "rate_limit_window_seconds": 1}
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(limited, database), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=20)
+    redis.stop()
+
+
+def test_selects_past_the_limit_wait_and_every_query_is_answered(
+    limited_url: str, admin: Caller
+) -> None:
+    dataset = load(TINY)
+    queries = [*dataset.queries, *dataset.queries]  # 10 selects at 3 a second
+    agent = agent_key(admin, [])
+    answered: list[int] = []
+    outcomes = runner._select_all(
+        limited_url,
+        agent.key,
+        replace(dataset, queries=queries),
+        mode="bm25",
+        depth=5,
+        concurrency=2,
+        advance=lambda: answered.append(1),
+    )
+    assert len(outcomes) == len(answered) == 10
