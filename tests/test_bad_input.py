@@ -807,6 +807,9 @@ class TestTenantValidation:
             ({"settings": "fast"}, "settings"),
             ({"settings": {"note": "bad\u0000"}}, "settings"),
             ({"settings": {"bad\u0000": 1}}, "settings"),
+            ({"settings": {"log_retention_days": -5}}, "settings.log_retention_days"),
+            ({"settings": {"log_retention_days": "thirty"}}, "settings.log_retention_days"),
+            ({"settings": {"log_retention_days": 30.5}}, "settings.log_retention_days"),
             ({"plan": "enterprise"}, "plan"),
         ],
     )

@@ -161,6 +161,7 @@ def reindex(
     settings = _settings(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
+        _known_tenant(database, tenant)
         try:
             with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                 queued = embeddings.reindex(session, tenant, force=force)
@@ -309,6 +310,18 @@ def _bindable(host: str, port: int) -> bool:
     return True
 
 
+def _known_tenant(database: Database, tenant: UUID) -> None:
+    """Stop with a clear message for a tenant id that names no tenant (not a traceback, and
+    not a write that succeeds at doing nothing)."""
+    from sqlalchemy import text
+
+    with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+        found = session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant})
+    if found is None:
+        database.dispose()
+        _fail(f"no tenant {tenant} (`toolsift tenant create` prints a new one's id)")
+
+
 def _raise_exit(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -380,6 +393,7 @@ def key_create(
         _fail(str(error))
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
+        _known_tenant(database, tenant)
         try:
             with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                 audit.track(session, audit.Actor("cli"))
@@ -407,6 +421,7 @@ def tools_import(
     totals = {"created": 0, "updated": 0, "unchanged": 0}
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
+        _known_tenant(database, tenant)
         columns = (
             TextColumn("importing"),
             BarColumn(),
@@ -450,6 +465,7 @@ def report(
     settings = _settings(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
+        _known_tenant(database, tenant)
         try:
             with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                 render(

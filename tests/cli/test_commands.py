@@ -74,6 +74,22 @@ class TestTenantAndKeys:
         assert result.exit_code == 2
         assert "unknown role(s): ghost" in result.output
 
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ["key", "create", "--name", "bot"],
+            ["tools", "import", str(FIXTURES / "mini_catalog.jsonl")],
+            ["reindex"],
+            ["report"],
+        ],
+    )
+    def test_an_unknown_tenant_is_a_clear_error(self, command: list[str]) -> None:
+        ghost = "00000000-0000-0000-0000-00000000abcd"
+        result = runner.invoke(app, [*command, "--tenant", ghost])
+        assert result.exit_code == 2, result.output
+        assert f"no tenant {ghost}" in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
 
 @pytest.mark.usefixtures("env")
 class TestToolsImport:

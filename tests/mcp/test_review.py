@@ -172,3 +172,25 @@ class TestReservedPermission:
                 (role,),
             )
         owner_conn.rollback()
+
+    def test_a_manual_tool_may_not_require_it(
+        self, admin: Caller, catalog: dict[str, str], poisoned: dict[str, Any]
+    ) -> None:
+        # The permission exists now (a source held a tool): still not for a manual tool.
+        before = admin.ok(admin.get("/admin/v1/tools", params={"limit": 1000}))
+        body = {"name": "helper", "required_permission": "mcp.review"}
+        created = admin.post("/admin/v1/tools", body)
+        assert (created.status_code, created.json()["error"]["field"]) == (
+            422,
+            "required_permission",
+        )
+        put = admin.put("/admin/v1/tools", {"tools": [body]})
+        assert (put.status_code, put.json()["error"]["field"]) == (
+            422,
+            "tools[0].required_permission",
+        )
+        patched = admin.patch(
+            f"/admin/v1/tools/{catalog['order_status']}", {"required_permission": "mcp.review"}
+        )
+        assert patched.status_code == 422
+        assert admin.ok(admin.get("/admin/v1/tools", params={"limit": 1000})) == before

@@ -42,6 +42,14 @@ class TenantSettings(StoredSchema):
     model_config = ConfigDict(extra="allow")
 
     fusion: FusionSettings | None = None
+    log_retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=36_500,
+        strict=True,
+        description="Days this tenant's selection logs are kept (the deployment's default if"
+        " omitted or null).",
+    )
 
 
 class TenantUpdate(StoredSchema):

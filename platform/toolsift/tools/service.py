@@ -10,7 +10,7 @@ from uuid import UUID
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from ..access.service import access
+from ..access.service import RESERVED_PERMISSIONS, access
 from ..embedding import service as embeddings
 from ..errors import Conflict, NotFound, Unprocessable
 from ..lexical.index import Previous, analyse, reindex
@@ -57,7 +57,7 @@ class ToolService:
         # One tool writer per tenant at a time, so that a version and the statistics move
         # from the last committed write; rows loaded before the lock are read again.
         lock_chain(session, tenant_id)
-        permission_ids = self._permission_ids(session, items, field=field)
+        permission_ids = self._permission_ids(session, items, field=field, source=source)
         existing = {
             t.name: t
             for t in session.scalars(
@@ -230,15 +230,24 @@ class ToolService:
         return session.scalar(select(Permission.name).where(Permission.id == permission_id))
 
     def _permission_ids(
-        self, session: Session, items: Sequence[ToolCreate], *, field: str
+        self, session: Session, items: Sequence[ToolCreate], *, field: str, source: str
     ) -> dict[str, UUID]:
-        """Permission ids by name; an unknown one is refused naming the item that asked for it."""
+        """Permission ids by name; an unknown one is refused naming the item that asked for it.
+
+        A reserved permission (`mcp.review`) marks an imported tool held for review: a manual
+        tool that required it would be hidden from every agent and in no review queue.
+        """
         found = access.find_permission_ids(
             session, (i.required_permission for i in items if i.required_permission)
         )
         for index, item in enumerate(items):
+            path = f"{field}[{index}].required_permission" if field else "required_permission"
+            if source == "manual" and item.required_permission in RESERVED_PERMISSIONS:
+                raise Unprocessable(
+                    f"{item.required_permission!r} is reserved for MCP tools held for review",
+                    field=path,
+                )
             if item.required_permission and item.required_permission not in found:
-                path = f"{field}[{index}].required_permission" if field else "required_permission"
                 raise Unprocessable(f"unknown permission {item.required_permission!r}", field=path)
         return found
 
