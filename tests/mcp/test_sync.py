@@ -221,6 +221,29 @@ class TestSync:
         assert live(admin) == {}
         assert admin.get(f"/admin/v1/mcp/sources/{source['id']}").status_code == 404
 
+    def test_a_deleted_sources_names_are_free_again(
+        self, admin: Caller, server: LiveServer
+    ) -> None:
+        server.tools = catalog(2)
+        first = add_source(admin, server.url)
+        sync(admin, first)
+        positions = {n: t["position"] for n, t in live(admin).items()}
+        admin.ok(admin.delete(f"/admin/v1/mcp/sources/{first['id']}"), 204)
+        # The same server added again: its tools come back under the same names and places.
+        again = add_source(admin, server.url)
+        sync(admin, again)
+        assert {n: t["position"] for n, t in live(admin).items()} == positions
+        assert {t["source"] for t in live(admin).values()} == {f"mcp:{again['id']}"}
+        # A deleted tool's name can be taken by a manual tool, and the other way round.
+        admin.ok(admin.delete(f"/admin/v1/mcp/sources/{again['id']}"), 204)
+        admin.ok(admin.post("/admin/v1/tools", {"name": "srv_t0", "description": "mine"}), 201)
+        mine = admin.ok(admin.get("/admin/v1/tools", params={"limit": 1000}))["items"]
+        assert [(t["name"], t["source"]) for t in mine] == [("srv_t0", "manual")]
+        admin.ok(admin.delete(f"/admin/v1/tools/{mine[0]['id']}"), 204)
+        third = add_source(admin, server.url)
+        sync(admin, third)
+        assert set(live(admin)) == {"srv_t0", "srv_t1"}
+
 
 class TestBadConfiguration:
     def test_an_unreachable_url(self, admin: Caller) -> None:

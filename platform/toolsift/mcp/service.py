@@ -371,8 +371,11 @@ class McpService:
         imported = {i.remote_name: i for i in converted}
         mine = source_tag(source.id)
         names = {i.tool.name: i for i in imported.values()}
+        # A deleted tool's name is free: the registry hands it over (`tools.service.upsert`).
         taken = session.scalar(
-            select(Tool.name).where(Tool.name.in_(list(names)), Tool.source != mine).limit(1)
+            select(Tool.name)
+            .where(Tool.name.in_(list(names)), Tool.source != mine, Tool.deleted_at.is_(None))
+            .limit(1)
         )
         if taken is not None:
             name, remote = taken, names[taken].remote_name

@@ -77,10 +77,14 @@ class ToolService:
             if tool is not None and tool.source != source:
                 # An imported tool's definition is its server's; a manual write must not
                 # overwrite it (nor a sync a manual tool).
-                raise Conflict(
-                    f"tool {item.name!r} comes from {tool.source}, not {source}",
-                    field=f"{field}[{index}].name" if field else "name",
-                )
+                if tool.deleted_at is None:
+                    raise Conflict(
+                        f"tool {item.name!r} comes from {tool.source}, not {source}",
+                        field=f"{field}[{index}].name" if field else "name",
+                    )
+                # A deleted tool's name is free (its source may be gone): the new writer
+                # takes the name over, at the old position, with a new version.
+                tool.source = source
             if tool is None:
                 tool = Tool(tenant_id=tenant_id, id=uuid.uuid4(), name=item.name, version=1)
                 tool.source = source
