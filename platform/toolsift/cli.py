@@ -101,7 +101,8 @@ def serve(
     if not settings.database_url:
         _fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
     prepare_multiprocess_dir()
-    # The app logs each request itself, with its request id; uvicorn's access log is off.
+    # The app logs each request itself, with its request id; uvicorn's access log is off
+    # (`ops.logging.configure` keeps its logger without a handler).
     uvicorn.run(
         "toolsift.app:create_app",
         factory=True,

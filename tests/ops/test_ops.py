@@ -171,6 +171,19 @@ class TestRequests:
             assert secret not in logged
             assert secret.split("_", 3)[-1] not in logged
 
+    def test_requests_are_logged_once_by_the_app_not_again_by_uvicorn(
+        self, settings: Settings, database: Database
+    ) -> None:
+        stream = io.StringIO()
+        with _client(settings, database) as client:
+            ops_logging.configure(fmt="json", stream=stream)
+            client.get("/admin/v1/tools?after=7")
+        # uvicorn logs access whenever its logger or an ancestor has a handler.
+        assert not logging.getLogger("uvicorn.access").hasHandlers()
+        access = [line for line in stream.getvalue().splitlines() if '"toolsift.access"' in line]
+        assert len(access) == 1
+        assert "/admin/v1/tools" in access[0]
+
     def test_cors_is_off_by_default_and_on_when_configured(
         self, settings: Settings, database: Database
     ) -> None:

@@ -110,4 +110,8 @@ def configure(
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()
         uvicorn_logger.propagate = True
+    # The app logs every request itself (`toolsift.access`, with its request id, probes
+    # left out). uvicorn logs access when its logger has a handler, its ancestors' included:
+    # without this, every request would be logged twice, query strings and probes too.
+    logging.getLogger("uvicorn.access").propagate = False
     return handler
