@@ -11,7 +11,8 @@ annotations, which can be many times the rest: a select in `mcp` format with a b
 150 tokens returned 1,904. `tools` gets `openai_token_cost` and `mcp_token_cost` beside
 `token_cost` (which stays the `anthropic` one, also used for `anthropic_tool_reference`),
 `corpus_stats` the same two totals beside `total_tokens`, and the select function counts,
-reports and logs the requested format's cost.
+reports and logs the requested format's cost. The analyst group may now read the log's
+`format` and the new costs, without which its token figures cannot be read.
 
 `toolsift_select` is 0010's text with the token costs chosen by format (`_per_format`);
 `\\sf toolsift_select` in psql prints the function in force.
@@ -32,6 +33,13 @@ revision: str = "0011"
 down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+ANALYST_ROLE = "toolsift_analyst"
+# Tokens are now counted per format: an analyst reading them needs the format too.
+ANALYST_GRANTS = {
+    "selection_logs": "format",
+    "tools": "openai_token_cost, mcp_token_cost",
+}
 
 TOOL_COST = (
     "CASE p_format WHEN 'openai' THEN t.openai_token_cost"
@@ -165,10 +173,13 @@ def upgrade() -> None:
     for column in ("openai_token_cost", "mcp_token_cost"):
         op.alter_column("tools", column, nullable=False)
     op.execute(_per_format(_revision_0010().SELECT))
+    for table, columns in ANALYST_GRANTS.items():
+        op.execute(f"GRANT SELECT ({columns}) ON {table} TO {ANALYST_ROLE}")
 
 
 def downgrade() -> None:
     op.execute(_revision_0010().SELECT)
+    op.execute(f"REVOKE SELECT (format) ON selection_logs FROM {ANALYST_ROLE}")  # noqa: S608
     for column in ("openai_total_tokens", "mcp_total_tokens"):
         op.drop_column("corpus_stats", column)
     for column in ("openai_token_cost", "mcp_token_cost"):

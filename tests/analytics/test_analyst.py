@@ -133,6 +133,23 @@ class TestAnalystLogin:
         ):
             conn.execute(statement)
 
+    def test_reads_each_selects_format_and_the_tools_costs_in_every_format(
+        self,
+        admin: Caller,
+        two: tuple[Seeded, Seeded, Caller],
+        database_url: str,
+        logins: list[str],
+    ) -> None:
+        # Tokens are counted in the select's format: without it they cannot be read.
+        with connect(database_url, create_login(admin, logins)) as conn:
+            formats = conn.execute("SELECT DISTINCT format FROM selection_logs").fetchall()
+            costs = conn.execute(
+                "SELECT token_cost, openai_token_cost, mcp_token_cost FROM tools"
+            ).fetchall()
+        assert formats
+        assert costs
+        assert all(openai > anthropic for anthropic, openai, _ in costs)
+
     @pytest.mark.parametrize(
         "statement",
         [
