@@ -92,6 +92,21 @@ def test_data_and_port_survive_restart(pg: EmbeddedPostgres) -> None:
         assert conn.execute("SELECT extname FROM pg_extension WHERE extname = 'vector'").fetchone()
 
 
+def test_a_cluster_left_without_toolsifts_settings_is_repaired(pg: EmbeddedPostgres) -> None:
+    # A first start interrupted after initdb, before the include line was written.
+    url = pg.url
+    pg.stop()
+    conf = pg.pgdata / "postgresql.conf"
+    text = conf.read_text()
+    conf.write_text(
+        "".join(line for line in text.splitlines(keepends=True) if "toolsift" not in line)
+    )
+    again = EmbeddedPostgres(pg.data_dir, fast=True)
+    assert again.start() == url
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        assert conn.execute("SHOW port").fetchone() == (str(_port(url)),)
+
+
 def test_start_failure_reports_log_tail(pg: EmbeddedPostgres) -> None:
     pg.stop()
     auto_conf = pg.pgdata / "postgresql.auto.conf"

@@ -140,6 +140,7 @@ class EmbeddedPostgres:
                 )
             if not (self.pgdata / "PG_VERSION").exists():
                 self._initdb(bin_dir, account)
+            self._include_conf()
             socket_dir = self._socket_dir(port, account)
             self._write_conf(port, socket_dir, account)
             self._pg_ctl_start(bin_dir, account)
@@ -307,6 +308,11 @@ class EmbeddedPostgres:
         if self.fast:
             argv.append("--no-sync")
         self._run(argv, account, timeout=120)
+
+    def _include_conf(self) -> None:
+        """Make the cluster read toolsift's settings. On every start, not only after initdb: a
+        start interrupted between the two left a cluster without them, which then came up on
+        PostgreSQL's default port and socket, and was never reached again."""
         conf = self.pgdata / "postgresql.conf"
         if _INCLUDE_LINE not in conf.read_text():
             with conf.open("a") as fh:
