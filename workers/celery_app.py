@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import setup_logging, worker_process_init
 
 from toolsift.config import get_settings
+from toolsift.ops import logging as ops_logging
 
 settings = get_settings()
 
@@ -52,3 +53,10 @@ def _fresh_connections(**_: object) -> None:
     from workers import resources
 
     resources.reset()
+
+
+@setup_logging.connect
+def _logging(**_: object) -> None:
+    """The deployment's log format, level and redaction, as the API has them (connected,
+    this replaces Celery's own logging setup in the worker and in beat)."""
+    ops_logging.configure_from(settings)

@@ -140,17 +140,7 @@ async def _validation_error(_request: Request, error: Exception) -> JSONResponse
 def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
     settings = settings or get_settings()
     settings.check_secrets()
-    ops_logging.configure(
-        fmt=settings.log_format,
-        level=settings.log_level,
-        secrets=[
-            settings.key_pepper,
-            settings.operator_key,
-            settings.embedding_http_token,
-            settings.secret_key,
-            settings.metrics_token,
-        ],
-    )
+    ops_logging.configure_from(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

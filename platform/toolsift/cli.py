@@ -116,8 +116,11 @@ def serve(
 
 
 def _worker_command(
-    concurrency: int, *, beat_schedule: Path | None, loglevel: str = "INFO"
+    concurrency: int, *, beat_schedule: Path | None, loglevel: str | None = None
 ) -> list[str]:
+    # The level of TOOLSIFT_LOG_LEVEL unless told otherwise (the worker logs through the
+    # same handler as the API: `workers.celery_app` connects Celery's setup_logging).
+    loglevel = loglevel or get_settings().log_level
     command = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", loglevel]
     command += ["--concurrency", str(concurrency)]
     if beat_schedule is not None:
@@ -178,7 +181,8 @@ def beat(
     ] = Path("celerybeat-schedule"),
 ) -> None:
     """Start Celery beat, the periodic scheduler (run exactly one)."""
-    command = [sys.executable, "-m", "celery", "-A", "workers", "beat", "--loglevel", "INFO"]
+    command = [sys.executable, "-m", "celery", "-A", "workers", "beat"]
+    command += ["--loglevel", get_settings().log_level]
     command += ["--schedule", str(schedule)]
     raise typer.Exit(subprocess.call(command))
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
+import os
+import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -275,3 +280,30 @@ class TestRateLimits:
                 assert [agent.select("order").status_code for _ in range(3)] == [200] * 3
         finally:
             server.stop()
+
+
+def test_the_worker_logs_as_the_api_does(tmp_path: Path) -> None:
+    """JSON lines through the same scrubbing handler: Redis unreachable, its URL's password
+    is logged redacted, and nothing comes out in Celery's own text format."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env |= {
+        "TOOLSIFT_LOG_FORMAT": "json",
+        "TOOLSIFT_REDIS_URL": "redis://:hunter2secret@127.0.0.1:1/0",
+        "TOOLSIFT_DATABASE_URL": "postgresql://x@127.0.0.1:1/x",
+    }
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "toolsift.cli", "worker"], env=env, stdout=out, stderr=out
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while '"logger": "celery' not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert any(r["logger"].startswith("celery") for r in records), log.read_text()[-2000:]
+    assert "hunter2secret" not in log.read_text()
+    assert not re.search(r"^\[\d{4}-\d\d-\d\d", log.read_text(), re.MULTILINE)

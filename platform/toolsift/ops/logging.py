@@ -13,7 +13,10 @@ import sys
 from collections.abc import Iterable
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 request_id: ContextVar[str | None] = ContextVar("toolsift_request_id", default=None)
 
@@ -115,3 +118,19 @@ def configure(
     # without this, every request would be logged twice, query strings and probes too.
     logging.getLogger("uvicorn.access").propagate = False
     return handler
+
+
+def configure_from(settings: Settings, stream: TextIO | None = None) -> logging.Handler:
+    """The deployment's format, level and secrets: the API, the worker and beat alike."""
+    return configure(
+        fmt=settings.log_format,
+        level=settings.log_level,
+        secrets=[
+            settings.key_pepper,
+            settings.operator_key,
+            settings.embedding_http_token,
+            settings.secret_key,
+            settings.metrics_token,
+        ],
+        stream=stream,
+    )
