@@ -95,6 +95,19 @@ class TestFusionSettings:
         assert response.json()["error"]["field"] == field
         assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {"fusion": {"k": 30}}
 
+    def test_settings_merge_key_by_key_at_every_depth(self, admin: Caller) -> None:
+        admin.ok(
+            admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"k": 30}, "a": {"b": 1}}})
+        )
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"bm25_weight": 2.0}}}))
+        stored = admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"a": {"c": 2}}}))
+        assert stored["settings"] == {
+            "fusion": {"k": 30, "bm25_weight": 2.0},
+            "a": {"b": 1, "c": 2},
+        }
+        reset = admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"k": None}}}))
+        assert reset["settings"]["fusion"] == {"k": None, "bm25_weight": 2.0}
+
     def test_weights_steer_hybrid_and_other_settings_are_kept(
         self, meaning_catalog: Caller, admin: Caller
     ) -> None:

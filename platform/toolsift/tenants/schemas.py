@@ -56,7 +56,8 @@ class TenantUpdate(StoredSchema):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     settings: TenantSettings | None = Field(
         default=None,
-        description="Per-tenant retrieval settings, merged key by key into the current ones.",
+        description="Per-tenant retrieval settings, merged key by key (at every depth) into the"
+        " current ones; a null value resets a known setting to its default.",
         examples=[{"fusion": {"k": 60, "bm25_weight": 1.0, "dense_weight": 1.5}}],
     )
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -41,9 +42,20 @@ class TenantService:
             tenant.name = data.name
         if data.settings is not None:
             given = data.settings.model_dump(exclude_unset=True)
-            tenant.settings = {**tenant.settings, **given}
+            tenant.settings = merged(tenant.settings, given)
         session.flush()
         return tenant
+
+
+def merged(current: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Key by key, at every depth: `{"fusion": {"k": 30}}` keeps the other fusion settings."""
+    result = dict(current)
+    for key, value in given.items():
+        old = result.get(key)
+        result[key] = (
+            merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+        )
+    return result
 
 
 tenant = TenantService()
