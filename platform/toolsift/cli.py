@@ -18,6 +18,7 @@ from uuid import UUID
 
 import httpx
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -367,13 +368,15 @@ def _banner(
 def tenant_create(name: str, data_dir: DataDir = None) -> None:
     """Create a tenant and print its first admin key (shown once)."""
     settings = _settings(data_dir)
+    try:
+        data = TenantCreate(name=name)
+    except ValidationError as error:
+        _fail(f"name: {error.errors()[0]['msg']}")
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         with database.unit_of_work(None) as session:
             audit.track(session, audit.Actor("cli"))
-            created = tenant_service.create(
-                session, TenantCreate(name=name), pepper=settings.key_pepper
-            )
+            created = tenant_service.create(session, data, pepper=settings.key_pepper)
         database.dispose()
     console.print(f"tenant [bold]{created.tenant.id}[/bold] ({name})")
     # Plain echo: rich would wrap a long secret across lines.
@@ -495,7 +498,7 @@ def select_command(
     budget: Annotated[int, typer.Option(help="Token budget.")] = 4000,
     plan: Annotated[str, typer.Option(help="Task state: the plan in words.")] = "",
     output_format: Annotated[
-        str, typer.Option("--format", help="anthropic, openai or mcp.")
+        str, typer.Option("--format", help="anthropic, openai, mcp or anthropic_tool_reference.")
     ] = "anthropic",
     debug: Annotated[bool, typer.Option(help="Show scores of the candidates.")] = False,
     raw: Annotated[bool, typer.Option(help="Print the JSON response.")] = False,
@@ -533,7 +536,8 @@ def select_command(
     table.add_column("description")
     for definition in data["tools"]:
         inner = definition.get("function", definition)
-        table.add_row(inner["name"], inner.get("description", ""))
+        # A tool reference carries only the name (`anthropic_tool_reference`).
+        table.add_row(inner.get("name") or inner.get("tool_name", ""), inner.get("description", ""))
     console.print(table)
     if debug:
         scores = Table(title="candidates")

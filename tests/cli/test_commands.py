@@ -74,6 +74,12 @@ class TestTenantAndKeys:
         assert result.exit_code == 2
         assert "unknown role(s): ghost" in result.output
 
+    def test_an_empty_tenant_name_is_a_clear_error(self) -> None:
+        result = runner.invoke(app, ["tenant", "create", ""])
+        assert result.exit_code == 2
+        assert "name:" in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
     @pytest.mark.parametrize(
         "command",
         [
