@@ -570,7 +570,12 @@ def eval_command(
         str, typer.Option(help="Select modes, comma-separated.")
     ] = "bm25,dense,hybrid",
     k: Annotated[
-        str, typer.Option("--k", help="Cut-offs of recall@k, comma-separated.")
+        str,
+        typer.Option(
+            "--k",
+            help="Cut-offs of recall@k, comma-separated (selects ask for at least 10 ranks,"
+            " for nDCG@10).",
+        ),
     ] = "1,3,5,10",
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default: eval-results/<dataset>).")

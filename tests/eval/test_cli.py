@@ -37,6 +37,8 @@ class TestEval:
         assert "| bm25 |" in (out / "results.md").read_text()
         rows = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
         assert rows[0]["rankings"]["bm25"][0] == "order_status"
+        # Ten ranks asked for (nDCG@10), though the largest k is 5: all six tools here.
+        assert len(rows[0]["rankings"]["baseline_dense"]) == 6
         assert "properties/target/type" in result.output
 
     def test_an_unreadable_dataset_exits_non_zero_naming_file_and_line(

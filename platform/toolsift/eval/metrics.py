@@ -52,6 +52,9 @@ class Outcome:
     latency_ms: float
 
 
+NDCG_DEPTH = 10
+
+
 def summarise(
     outcomes: Sequence[Outcome], *, ks: Sequence[int], catalog_tokens: int
 ) -> dict[str, float]:
@@ -63,7 +66,7 @@ def summarise(
     result: dict[str, float] = {}
     for k in ks:
         result[f"recall@{k}"] = sum(recall_at(o.ranking, o.relevant, k) for o in outcomes) / n
-    result["ndcg@10"] = sum(ndcg_at(o.ranking, o.relevant, 10) for o in outcomes) / n
+    result["ndcg@10"] = sum(ndcg_at(o.ranking, o.relevant, NDCG_DEPTH) for o in outcomes) / n
     result["mrr"] = sum(reciprocal_rank(o.ranking, o.relevant, depth) for o in outcomes) / n
     tokens = sum(o.tokens for o in outcomes) / n
     result["tokens_mean"] = tokens

@@ -29,7 +29,7 @@ from rich.progress import (
 from ..bench.stack import sigterm_as_interrupt
 from . import baselines, client, stack
 from .dataset import Dataset
-from .metrics import Outcome, summarise
+from .metrics import NDCG_DEPTH, Outcome, summarise
 
 MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_MODES = frozenset({"dense", "hybrid"})
@@ -180,7 +180,8 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
     for name in options.baselines:
         if name not in baselines.BASELINES:
             raise ValueError(f"unknown baseline {name!r}")
-    depth = max(options.ks)
+    # nDCG@10 needs ten ranks whatever the largest k asked for.
+    depth = max(*options.ks, NDCG_DEPTH)
     embeddings = bool(EMBEDDING_MODES & set(options.modes))
     evaluation = Evaluation(dataset)
     n_tools, n_queries = len(dataset.tools), len(dataset.queries)
