@@ -69,12 +69,16 @@ class Admin:
         page = _check(self.http.get("/admin/v1/tools", params={"limit": 1}))
         return bool(page["items"])
 
-    def agent_key(self, name: str = "toolsift-eval") -> str:
+    def agent_key(self, name: str = "toolsift-eval") -> tuple[str, str]:
+        """(id, secret) of a new agent key; `revoke` it when done."""
         created = _check(
             self.http.post("/admin/v1/keys", json={"name": name, "scope": "agent", "roles": []}),
             201,
         )
-        return str(created["secret"])
+        return str(created["id"]), str(created["secret"])
+
+    def revoke(self, key_id: str) -> None:
+        _check(self.http.delete(f"/admin/v1/keys/{key_id}"))
 
     def upload(self, tools: Sequence[EvalTool], progress: Callable[[int], None]) -> None:
         """Every tool, in chunks under the body limit, in dataset order (= registry order)."""

@@ -193,27 +193,33 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                 admin.upload(dataset.tools, lambda n: progress.advance(task, n))
             token_costs = admin.token_costs()
             catalog_tokens = sum(token_costs.values())
-            agent_key = admin.agent_key()
-            if embeddings:
-                with _progress(console) as progress:
-                    task = progress.add_task("embedding tools", total=n_tools)
+            agent_key_id, agent_key = admin.agent_key()
+            try:
+                if embeddings:
+                    with _progress(console) as progress:
+                        task = progress.add_task("embedding tools", total=n_tools)
 
-                    def show(status: client.EmbeddingStatus) -> None:
-                        progress.update(task, completed=status.embedded, total=status.tools)
+                        def show(status: client.EmbeddingStatus) -> None:
+                            progress.update(task, completed=status.embedded, total=status.tools)
 
-                    admin.wait_for_embeddings(show, timeout=options.embed_timeout)
-            for mode in options.modes:
-                with _progress(console) as progress:
-                    task = progress.add_task(f"select ({mode})", total=n_queries)
-                    outcomes = _select_all(
-                        url, agent_key, dataset, mode=mode, depth=depth,
-                        concurrency=options.concurrency,
-                        advance=functools.partial(progress.advance, task),
-                    )  # fmt: skip
-                evaluation.outcomes[mode] = outcomes
-                evaluation.results[mode] = summarise(
-                    outcomes, ks=options.ks, catalog_tokens=catalog_tokens
-                )
+                        admin.wait_for_embeddings(show, timeout=options.embed_timeout)
+                for mode in options.modes:
+                    with _progress(console) as progress:
+                        task = progress.add_task(f"select ({mode})", total=n_queries)
+                        outcomes = _select_all(
+                            url, agent_key, dataset, mode=mode, depth=depth,
+                            concurrency=options.concurrency,
+                            advance=functools.partial(progress.advance, task),
+                        )  # fmt: skip
+                    evaluation.outcomes[mode] = outcomes
+                    evaluation.results[mode] = summarise(
+                        outcomes, ks=options.ks, catalog_tokens=catalog_tokens
+                    )
+            finally:
+                # Whatever the outcome: on a served tenant the run's key would stay valid,
+                # and nobody was shown it.
+                with contextlib.suppress(client.ApiError, httpx.HTTPError):
+                    admin.revoke(agent_key_id)
         finally:
             admin.close()
     for name in options.baselines:

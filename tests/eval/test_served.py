@@ -1,4 +1,4 @@
-"""The evaluation's selects wait out the server's rate limit instead of failing the run."""
+"""`toolsift eval --url` against a served API: rate limits waited out, its key revoked."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from rich.console import Console
 
 from tests.fixtures.factories import Caller, agent_key
 from toolsift.app import create_app
@@ -68,3 +69,15 @@ def test_selects_past_the_limit_wait_and_every_query_is_answered(
         advance=lambda: answered.append(1),
     )
     assert len(outcomes) == len(answered) == 10
+
+
+def test_a_run_against_a_server_revokes_the_agent_key_it_made(
+    limited_url: str, admin: Caller
+) -> None:
+    options = runner.Options(
+        modes=("bm25",), ks=(1, 5), baselines=(), url=limited_url, admin_key=admin.key
+    )
+    evaluation = runner.evaluate(load(TINY), options, Console(quiet=True))
+    assert evaluation.results["bm25"]["recall@5"] == 1.0
+    keys = {k["name"]: k for k in admin.ok(admin.get("/admin/v1/keys"))}
+    assert keys["toolsift-eval"]["revoked_at"] is not None
