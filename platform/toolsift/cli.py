@@ -145,7 +145,12 @@ def worker(
     data_dir: DataDir = None,
 ) -> None:
     """Start a Celery worker (needs DATABASE_URL and REDIS_URL)."""
-    schedule = _settings(data_dir).data_dir / "celerybeat-schedule" if beat else None
+    settings = _settings(data_dir)
+    # Celery would otherwise try redis://127.0.0.1:6379 and retry quietly for minutes.
+    for name, value in (("DATABASE_URL", settings.database_url), ("REDIS_URL", settings.redis_url)):
+        if not value:
+            _fail(f"{name} is not set (use `toolsift up` for the embedded stack)")
+    schedule = settings.data_dir / "celerybeat-schedule" if beat else None
     raise typer.Exit(subprocess.call(_worker_command(concurrency, beat_schedule=schedule)))
 
 
@@ -182,6 +187,8 @@ def beat(
     ] = Path("celerybeat-schedule"),
 ) -> None:
     """Start Celery beat, the periodic scheduler (run exactly one)."""
+    if not get_settings().redis_url:
+        _fail("REDIS_URL is not set (use `toolsift up` for the embedded stack)")
     command = [sys.executable, "-m", "celery", "-A", "workers", "beat"]
     command += ["--loglevel", get_settings().log_level]
     command += ["--schedule", str(schedule)]

@@ -307,3 +307,16 @@ def test_the_worker_logs_as_the_api_does(tmp_path: Path) -> None:
     assert any(r["logger"].startswith("celery") for r in records), log.read_text()[-2000:]
     assert "hunter2secret" not in log.read_text()
     assert not re.search(r"^\[\d{4}-\d\d-\d\d", log.read_text(), re.MULTILINE)
+
+
+@pytest.mark.parametrize("command", [["worker"], ["beat"]])
+def test_the_worker_and_beat_say_what_is_not_set(command: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolsift.cli", *command],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not set" in done.stderr
