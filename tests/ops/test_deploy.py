@@ -102,6 +102,10 @@ class TestCompose:
         fields = {f"TOOLSIFT_{name.upper()}" for name in Settings.model_fields}
         for name in env:
             assert name in fields | {"DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"}, name
+        # Every other setting through the optional env file, in every toolsift service.
+        for name, service in services.items():
+            if "build" in service:
+                assert service["env_file"] == [{"path": "toolsift.env", "required": False}], name
 
     def test_unknown_commands_are_caught(self) -> None:
         with pytest.raises(Exception, match=r"(?i)no such"):
