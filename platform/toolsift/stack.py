@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config import Settings
 from .embedded import EmbeddedPostgres, EmbeddedRedis
-from .migrate import ensure_database
+from .migrate import ensure_database, upgrade
 
 DATABASE_NAME = "toolsift"
 
@@ -35,13 +35,19 @@ def redis(settings: Settings) -> EmbeddedRedis:
 
 @contextmanager
 def database_url(settings: Settings) -> Iterator[str]:
-    """The configured database, or the embedded one (started for the block if it was down)."""
+    """The configured database, or the embedded one (started for the block if it was down).
+
+    The embedded one is migrated first, as `toolsift up` would: a command run on a data dir
+    no `up` has served yet (`toolsift tenant create` right after install) then works,
+    where it failed on a schema that was not there (`role "toolsift_app" does not exist`).
+    """
     if settings.database_url:
         yield settings.database_url
         return
     server = postgres(settings)
     was_running = server.is_running()
     url = ensure_database(server.start(), DATABASE_NAME)
+    upgrade(url)
     try:
         yield url
     finally:

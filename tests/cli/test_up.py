@@ -69,3 +69,17 @@ def test_a_second_up_on_a_data_dir_refuses_and_leaves_the_first_running(tmp_path
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=60)
+
+
+@pytest.mark.timeout(180)
+def test_a_command_on_a_data_dir_no_up_has_served_works(tmp_path: Path) -> None:
+    """`toolsift tenant create` straight after install: the embedded database is made and
+    migrated for it, then stopped again."""
+    data = tmp_path / "fresh"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolsift.cli", "tenant", "create", "acme", "--data-dir", str(data)],
+        env=_env(), capture_output=True, text=True, timeout=170, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "admin key (shown once): tsk_" in done.stdout
+    assert not (data / "postgres" / "pgdata" / "postmaster.pid").exists()
