@@ -55,6 +55,8 @@ def test_add_list_sync_review_approve(server: LiveServer) -> None:
     assert "secrets in description" in review
     stale = run("mcp", "approve", "srv_add", *t, "--hash", "0" * 64, code=2)
     assert "definition changed" in stale
+    malformed = run("mcp", "approve", "srv_add", *t, "--hash", "abc", code=2)
+    assert "64 lowercase hex digits" in malformed
     assert "approved" in run("mcp", "approve", "srv_add", *t, "--hash", digest[1])
     assert "nothing to review" in run("mcp", "review", *t)
     assert "2 unchanged" in run("mcp", "sync", "srv", *t)

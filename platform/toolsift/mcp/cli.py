@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -205,7 +206,16 @@ def _decide(tool: str, tenant: UUID, definition_hash: str, approve: bool) -> Non
     console.print(f"{row.remote_name}: {row.review_state}")
 
 
-Hash = Annotated[str, typer.Option("--hash", help="The definition hash you reviewed.")]
+def _sha256_hex(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise typer.BadParameter("a definition hash is 64 lowercase hex digits (sha256)")
+    return value
+
+
+Hash = Annotated[
+    str,
+    typer.Option("--hash", help="The definition hash you reviewed.", callback=_sha256_hex),
+]
 
 
 @app.command("approve")
