@@ -29,7 +29,7 @@ from .access.schemas import KeyCreate
 from .access.service import access
 from .config import Settings, get_settings
 from .db import ALL_PERMISSIONS, Database
-from .embedded import EmbeddedPostgres, EmbeddedRedis
+from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
 from .errors import AppError
 from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
@@ -303,6 +303,9 @@ def up(
             start_listener(database, settings)
         _banner(settings, host, port, database_url, redis_url, state if demo else None)
         uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")
+    except EmbeddedServiceError as error:
+        # A server that would not start (a taken port, a damaged data dir): its own words.
+        _fail(str(error))
     finally:
         if worker_process is not None:
             worker_process.terminate()

@@ -83,3 +83,24 @@ def test_a_command_on_a_data_dir_no_up_has_served_works(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "admin key (shown once): tsk_" in done.stdout
     assert not (data / "postgres" / "pgdata" / "postmaster.pid").exists()
+
+
+@pytest.mark.timeout(180)
+def test_a_remembered_port_now_taken_is_a_clear_error_and_stops_what_started(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    (data / "redis").mkdir(parents=True)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(1)
+        taken = squatter.getsockname()[1]
+        (data / "redis" / "redis.port").write_text(f"{taken}\n")
+        done = subprocess.run(
+            _up(data, _free_port()), env=_env(), capture_output=True, text=True, timeout=170
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"port {taken} on 127.0.0.1 is taken" in done.stderr
+    assert "Traceback" not in done.stderr
+    # PostgreSQL had started first: it is stopped again.
+    assert not (data / "postgres" / "pgdata" / "postmaster.pid").exists()

@@ -136,7 +136,7 @@ class EmbeddedPostgres:
             if not port_is_free(port):
                 raise EmbeddedServiceError(
                     f"port {port} on 127.0.0.1 is taken by another process; "
-                    f"pass port= or remove {self._port_file} to pick a new one"
+                    f"stop it, or remove {self._port_file} to pick a new port on the next start"
                 )
             if not (self.pgdata / "PG_VERSION").exists():
                 self._initdb(bin_dir, account)
