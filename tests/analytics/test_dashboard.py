@@ -4,9 +4,6 @@ with seeded data, draws every chart from the API's figures, and logs no console 
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,11 +11,11 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
 
 from tests.analytics.seed import OwnerConn, Selection, seed_tenant, write_selections
 from tests.fixtures.factories import Caller, tool_body
+from tests.fixtures.served import served
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -36,22 +33,8 @@ SCREENSHOT = os.environ.get("TOOLSIFT_SCREENSHOT")
 @pytest.fixture
 def server(settings: Settings, database: Database) -> Iterator[str]:
     """The real app on a real port: the browser needs HTTP, not a test transport."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings, database), host="127.0.0.1", port=port, log_level="warning"
-    )
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not running.started:
-        assert time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    running.should_exit = True
-    thread.join(timeout=20)
+    with served(create_app(settings, database)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -112,8 +112,15 @@ class TestPartitions:
         short, other = admin, new_tenant(client, database, "globex")
         odd = new_tenant(client, database, "initech")
         short.ok(short.patch("/admin/v1/tenant", {"settings": {"log_retention_days": 10}}))
-        # Not a whole number of days: the default applies, and nobody else's upkeep fails.
-        odd.ok(odd.patch("/admin/v1/tenant", {"settings": {"log_retention_days": "10"}}))
+        # Not a whole number of days, stored before the API checked it: the default applies,
+        # and nobody else's upkeep fails. The API refuses it now.
+        refused = odd.patch("/admin/v1/tenant", {"settings": {"log_retention_days": "10"}})
+        assert refused.status_code == 422
+        owner_conn.execute(
+            """UPDATE tenants SET settings = settings || '{"log_retention_days": "10"}'"""
+            " WHERE id = %s",
+            (odd.tenant_id,),
+        )
         other_tools = {
             "order_status": UUID(
                 other.ok(other.post("/admin/v1/tools", tool_body("order_status", "x")), 201)["id"]

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import uvicorn
 from rich.console import Console
 
 from tests.fixtures.factories import Caller, agent_key
+from tests.fixtures.served import served
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -31,25 +28,14 @@ def limited_url(
     """The API on a loopback port, 3 agent requests a second."""
     redis = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     redis.start()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     limited = settings.model_copy(
         update={"redis_url": redis.url, "rate_limit_agent": 3, "rate_limit_window_seconds": 1}
     )
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(limited, database), port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
-    redis.stop()
+    try:
+        with served(create_app(limited, database)) as url:
+            yield url
+    finally:
+        redis.stop()
 
 
 def test_selects_past_the_limit_wait_and_every_query_is_answered(

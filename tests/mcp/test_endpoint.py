@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +9,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -25,6 +21,7 @@ from tests.fixtures.factories import (
     support_catalog,
     tool_body,
 )
+from tests.fixtures.served import served
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -33,22 +30,8 @@ from toolsift.db import Database
 @pytest.fixture
 def base_url(settings: Settings, database: Database) -> Iterator[str]:
     """The API served by uvicorn on a free loopback port, as an agent would reach it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings, database), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
+    with served(create_app(settings, database)) as url:
+        yield url
 
 
 def _call(base_url: str, key: str, arguments: dict[str, Any]) -> tuple[list[str], Any]:
