@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 from celery import Celery
 from celery.signals import setup_logging, worker_process_init
 
@@ -55,8 +57,19 @@ def _fresh_connections(**_: object) -> None:
     resources.reset()
 
 
+# A line per task received and done, and per beat send: eight lines a second for the
+# relay alone at INFO. They are DEBUG detail here; tasks log what they did themselves.
+_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace", "celery.beat")
+
+
 @setup_logging.connect
-def _logging(**_: object) -> None:
+def _logging(loglevel: int | str | None = None, **_: object) -> None:
     """The deployment's log format, level and redaction, as the API has them (connected,
-    this replaces Celery's own logging setup in the worker and in beat)."""
-    ops_logging.configure_from(settings)
+    this replaces Celery's own logging setup in the worker and in beat). The level is the
+    command's `--loglevel`, which `toolsift worker` takes from TOOLSIFT_LOG_LEVEL."""
+    level = logging.getLevelName(loglevel) if isinstance(loglevel, int) else loglevel
+    ops_logging.configure_from(settings, level=level or settings.log_level)
+    quiet = max(logging.getLogger().getEffectiveLevel(), logging.WARNING)
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        for name in _PER_TASK_LOGGERS:
+            logging.getLogger(name).setLevel(quiet)

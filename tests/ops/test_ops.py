@@ -320,3 +320,22 @@ def test_the_worker_and_beat_say_what_is_not_set(command: list[str]) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not set" in done.stderr
+
+
+def test_the_worker_takes_its_command_s_level_and_keeps_per_task_lines_for_debug() -> None:
+    from workers import celery_app
+
+    root = logging.getLogger()
+    before = root.level, [logging.getLogger(n).level for n in celery_app._PER_TASK_LOGGERS]
+    try:
+        celery_app._logging(loglevel=logging.WARNING)  # `toolsift up` starts it so
+        assert root.level == logging.WARNING
+        celery_app._logging(loglevel="INFO")
+        assert root.level == logging.INFO
+        assert all(
+            logging.getLogger(n).level == logging.WARNING for n in celery_app._PER_TASK_LOGGERS
+        )
+    finally:
+        root.setLevel(before[0])
+        for name, level in zip(celery_app._PER_TASK_LOGGERS, before[1], strict=True):
+            logging.getLogger(name).setLevel(level)

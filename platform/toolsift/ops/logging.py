@@ -120,11 +120,13 @@ def configure(
     return handler
 
 
-def configure_from(settings: Settings, stream: TextIO | None = None) -> logging.Handler:
+def configure_from(
+    settings: Settings, *, level: str | None = None, stream: TextIO | None = None
+) -> logging.Handler:
     """The deployment's format, level and secrets: the API, the worker and beat alike."""
     return configure(
         fmt=settings.log_format,
-        level=settings.log_level,
+        level=level or settings.log_level,
         secrets=[
             settings.key_pepper,
             settings.operator_key,
