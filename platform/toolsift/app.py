@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -23,7 +24,7 @@ from .analytics import endpoints_agent as feedback_endpoints
 from .config import Settings, get_settings
 from .db import Database, HotPool
 from .embedding import endpoints_admin as embedding_endpoints
-from .errors import AppError
+from .errors import AppError, TenantDeleted
 from .kit.limits import BodyLimit
 from .mcp import endpoints_admin as mcp_endpoints
 from .mcp.endpoint import McpEndpoint
@@ -66,12 +67,26 @@ async def _app_error(_request: Request, error: Exception) -> JSONResponse:
 _log = logging.getLogger(__name__)
 
 
+def _tenant_deleted(error: Exception) -> bool:
+    """A write of a tenant that the operator deleted while the request ran: its row is gone,
+    so the foreign key every tenant table has to `tenants` refuses the write."""
+    cause = error.orig if isinstance(error, DBAPIError) else error
+    return isinstance(cause, psycopg.errors.ForeignKeyViolation) and (
+        cause.diag.constraint_name or ""
+    ).endswith("_tenant_id_tenants")
+
+
 async def _database_error(_request: Request, error: Exception) -> JSONResponse:
     """The database went away (restart, failover, pool exhausted): 503, retry later.
 
     The transaction was rolled back, so nothing of the request was written; the pool drops
-    the dead connections and the next request reconnects without an API restart.
+    the dead connections and the next request reconnects without an API restart. A request
+    whose tenant was deleted under it gets the 401 its key gets from now on.
     """
+    if _tenant_deleted(error):
+        return await _app_error(_request, TenantDeleted())
+    if isinstance(error, psycopg.Error):
+        raise error
     if (
         isinstance(error, DBAPIError)
         and not isinstance(error, OperationalError)
@@ -170,7 +185,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for database_error in (OperationalError, DBAPIError, PoolTimeout):
+    for database_error in (
+        OperationalError,
+        DBAPIError,
+        PoolTimeout,
+        psycopg.errors.IntegrityError,
+    ):
         app.add_exception_handler(database_error, _database_error)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # off unless origins are configured

@@ -287,7 +287,7 @@ def up(
         )
         database = Database(database_url, pool_size=settings.db_pool_size)
         state = stack.state_file(settings)
-        if demo and not state.exists():
+        if demo and not _demo_loaded(database, state):
             stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
         if with_worker:
             env = {
@@ -314,6 +314,13 @@ def up(
             service.stop()
 
 
+def _demo_loaded(database: Database, state: Path) -> bool:
+    """Whether the demo tenant of `state` is still there (an operator may have deleted it)."""
+    if not state.exists():
+        return False
+    return _tenant_exists(database, UUID(json.loads(state.read_text())["tenant_id"]))
+
+
 def _bindable(host: str, port: int) -> bool:
     """Whether the API could listen there (checked before any server starts)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -326,14 +333,19 @@ def _bindable(host: str, port: int) -> bool:
     return True
 
 
-def _known_tenant(database: Database, tenant: UUID) -> None:
-    """Stop with a clear message for a tenant id that names no tenant (not a traceback, and
-    not a write that succeeds at doing nothing)."""
+def _tenant_exists(database: Database, tenant: UUID) -> bool:
     from sqlalchemy import text
 
     with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
-        found = session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant})
-    if found is None:
+        return (
+            session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant}) is not None
+        )
+
+
+def _known_tenant(database: Database, tenant: UUID) -> None:
+    """Stop with a clear message for a tenant id that names no tenant (not a traceback, and
+    not a write that succeeds at doing nothing)."""
+    if not _tenant_exists(database, tenant):
         database.dispose()
         _fail(f"no tenant {tenant} (`toolsift tenant create` prints a new one's id)")
 
@@ -391,6 +403,41 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
     console.print(f"tenant [bold]{created.tenant.id}[/bold] ({name})")
     # Plain echo: rich would wrap a long secret across lines.
     typer.echo(f"admin key (shown once): {created.admin_key.secret}")
+
+
+@tenant_app.command("delete")
+def tenant_delete(
+    tenant: Annotated[UUID, typer.Argument(help="Tenant id.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Delete a tenant with its catalog, keys, roles, vectors and logs, for good."""
+    settings = _settings(data_dir)
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        try:
+            _known_tenant(database, tenant)
+            if not yes:
+                with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                    name = tenant_service.get(session).name
+                typer.confirm(
+                    f"Delete tenant {tenant} ({name}) and everything it owns? This cannot be undone.",
+                    abort=True,
+                )
+            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                audit.track(session, audit.Actor("cli"))
+                deleted = tenant_service.delete(session)
+        finally:
+            database.dispose()
+    console.print(
+        f"deleted tenant {tenant} ({deleted.name}): {_count_of(deleted.tools, 'tool')}, "
+        f"{_count_of(deleted.keys, 'key')}"
+        + (", its analyst login" if deleted.analyst_login else "")
+    )
+
+
+def _count_of(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @key_app.command("create")

@@ -34,6 +34,14 @@ class Unauthenticated(AppError):
     code = "unauthenticated"
 
 
+class TenantDeleted(Unauthenticated):
+    """The operator deleted the key's tenant while the request ran; its next one gets the
+    ordinary 401 of an unknown key."""
+
+    def __init__(self) -> None:
+        super().__init__("this key's tenant was deleted")
+
+
 class Forbidden(AppError):
     status_code = 403
     code = "forbidden"

@@ -96,6 +96,39 @@ class TestTenantAndKeys:
         assert f"no tenant {ghost}" in result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
 
+    def test_tenant_delete_asks_and_removes_the_tenant(
+        self, client: TestClient, database: Database
+    ) -> None:
+        created = runner.invoke(app, ["tenant", "create", "acme"]).output
+        tenant_id = _tenant(created)
+        admin_key = re.search(r"admin key \(shown once\): (tsk_\S+)", created)
+        assert admin_key, created
+        imported = runner.invoke(
+            app,
+            ["tools", "import", str(FIXTURES / "mini_catalog.jsonl"), "--tenant", str(tenant_id)],
+        )
+        assert imported.exit_code == 0, imported.output
+        tools = _count(database, tenant_id)
+        assert tools > 0
+
+        declined = runner.invoke(app, ["tenant", "delete", str(tenant_id)], input="n\n")
+        assert declined.exit_code == 1
+        assert f"Delete tenant {tenant_id} (acme)" in declined.output
+        assert _count(database, tenant_id) == tools
+
+        result = runner.invoke(app, ["tenant", "delete", str(tenant_id)], input="y\n")
+        assert result.exit_code == 0, result.output
+        assert f"deleted tenant {tenant_id} (acme): {tools} tools, 1 key" in result.output
+        assert _count(database, tenant_id) == 0
+        response = client.get(
+            "/admin/v1/tenant", headers={"Authorization": f"Bearer {admin_key[1]}"}
+        )
+        assert response.status_code == 401
+
+        again = runner.invoke(app, ["tenant", "delete", str(tenant_id), "--yes"])
+        assert again.exit_code == 2
+        assert f"no tenant {tenant_id}" in again.output
+
 
 @pytest.mark.usefixtures("env")
 class TestToolsImport:

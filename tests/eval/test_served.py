@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from rich.console import Console
 
+from tests.conftest import OPERATOR_KEY
 from tests.fixtures.factories import Caller, agent_key
 from tests.fixtures.served import served
 from toolsift.app import create_app
@@ -19,6 +22,7 @@ from toolsift.eval import runner
 from toolsift.eval.dataset import load
 
 TINY = Path(__file__).parent / "data" / "tiny"
+OwnerConn = psycopg.Connection[tuple[Any, ...]]
 
 
 @pytest.fixture
@@ -67,3 +71,19 @@ def test_a_run_against_a_server_revokes_the_agent_key_it_made(
     assert evaluation.results["bm25"]["recall@5"] == 1.0
     keys = {k["name"]: k for k in admin.ok(admin.get("/admin/v1/keys"))}
     assert keys["toolsift-eval"]["revoked_at"] is not None
+
+
+def test_a_run_with_the_operator_key_deletes_the_tenant_it_made(
+    limited_url: str, admin: Caller, owner_conn: OwnerConn
+) -> None:
+    before = set(owner_conn.execute("SELECT id FROM tenants").fetchall())
+    options = runner.Options(
+        modes=("bm25",), ks=(1, 5), baselines=(), url=limited_url, operator_key=OPERATOR_KEY
+    )
+    evaluation = runner.evaluate(load(TINY), options, Console(quiet=True))
+    assert evaluation.results["bm25"]["recall@5"] == 1.0
+    assert set(owner_conn.execute("SELECT id FROM tenants").fetchall()) == before
+    made = owner_conn.execute(
+        "SELECT count(*) FROM audit_log WHERE table_name = 'tenants' AND action = 'delete'"
+    ).fetchone()
+    assert made == (1,)

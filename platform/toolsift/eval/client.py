@@ -151,15 +151,25 @@ class Admin:
             time.sleep(poll)
 
 
-def create_tenant(base_url: str, operator_key: str, name: str) -> str:
-    """A fresh tenant through `POST /admin/v1/tenants`; returns its admin key."""
+def create_tenant(base_url: str, operator_key: str, name: str) -> tuple[str, str]:
+    """A fresh tenant through `POST /admin/v1/tenants`; returns its id and admin key."""
     response = httpx.post(
         f"{base_url.rstrip('/')}/admin/v1/tenants",
         json={"name": name},
         headers={"Authorization": f"Bearer {operator_key}"},
         timeout=30,
     )
-    return str(_check(response, 201)["admin_key"]["secret"])
+    created = _check(response, 201)
+    return str(created["tenant"]["id"]), str(created["admin_key"]["secret"])
+
+
+def delete_tenant(base_url: str, operator_key: str, tenant_id: str) -> None:
+    response = httpx.delete(
+        f"{base_url.rstrip('/')}/admin/v1/tenants/{tenant_id}",
+        headers={"Authorization": f"Bearer {operator_key}"},
+        timeout=60,
+    )
+    _check(response, 204)
 
 
 def select_body(text: str, *, mode: str, k: int) -> bytes:

@@ -91,8 +91,16 @@ def _served(
         return
     url = options.url.rstrip("/")
     if options.operator_key:
-        key = client.create_tenant(url, options.operator_key, f"toolsift-eval-{os.getpid()}")
-    elif options.admin_key:
+        # A tenant of our own, removed with everything the run loaded into it.
+        tenant_id, key = client.create_tenant(
+            url, options.operator_key, f"toolsift-eval-{os.getpid()}"
+        )
+        try:
+            yield url, key
+        finally:
+            client.delete_tenant(url, options.operator_key, tenant_id)
+        return
+    if options.admin_key:
         key = options.admin_key
         admin = client.Admin(url, key)
         try:
@@ -103,12 +111,12 @@ def _served(
                 )
         finally:
             admin.close()
+        yield url, key
     else:
         raise client.ApiError(
             "--url needs TOOLSIFT_OPERATOR_KEY (a fresh tenant is created) or "
             "TOOLSIFT_ADMIN_KEY (of an empty tenant)"
         )
-    yield url, key
 
 
 _RATE_LIMIT_RETRIES = 30

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import hmac
+import logging
+from uuid import UUID
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
 from ..auth.deps import AdminContext, bearer, get_database
+from ..db import ALL_PERMISSIONS
 from ..errors import Forbidden, Unauthenticated
 from ..kit.errors import ERRORS
 from ..kit.routing import StrictJSONRoute
@@ -15,6 +18,20 @@ from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
 from .service import tenant as tenant_service
 
 router = APIRouter(route_class=StrictJSONRoute, tags=["tenants"], responses=ERRORS)
+_log = logging.getLogger(__name__)
+
+
+def _require_operator(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, action: str
+) -> None:
+    """Tenants are made and removed by the deployment's operator, not by any tenant's key."""
+    operator_key = request.app.state.settings.operator_key
+    if credentials is None:
+        raise Unauthenticated("missing operator key (Authorization: Bearer ...)")
+    if not operator_key or not hmac.compare_digest(
+        credentials.credentials.encode(), operator_key.encode()
+    ):
+        raise Forbidden(f"{action} needs the operator key")
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)
@@ -25,16 +42,30 @@ def create_tenant(
 ) -> TenantCreated:
     """Create a tenant and its first admin key. Needs the operator key
     (`TOOLSIFT_OPERATOR_KEY`); the CLI's `toolsift tenant create` needs none."""
-    settings = request.app.state.settings
-    if credentials is None:
-        raise Unauthenticated("missing operator key (Authorization: Bearer ...)")
-    if not settings.operator_key or not hmac.compare_digest(
-        credentials.credentials.encode(), settings.operator_key.encode()
-    ):
-        raise Forbidden("creating tenants needs the operator key")
+    _require_operator(request, credentials, "creating tenants")
     with get_database(request).unit_of_work(None) as session:
         audit.track(session, audit.Actor("operator"))
-        return tenant_service.create(session, data, pepper=settings.key_pepper)
+        return tenant_service.create(session, data, pepper=request.app.state.settings.key_pepper)
+
+
+@router.delete("/tenants/{tenant_id}", status_code=204)
+def delete_tenant(
+    tenant_id: UUID,
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+) -> Response:
+    """Delete a tenant with its catalog, keys, roles, vectors, logs and analyst login, at
+    once and for good. Needs the operator key; its keys stop working at the next request.
+    The tenant's audit entries are kept, the last one recording this delete."""
+    _require_operator(request, credentials, "deleting tenants")
+    with get_database(request).unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        audit.track(session, audit.Actor("operator"))
+        deleted = tenant_service.delete(session)
+    _log.info(
+        "tenant deleted",
+        extra={"tenant_id": str(tenant_id), "tools": deleted.tools, "keys": deleted.keys},
+    )
+    return Response(status_code=204)
 
 
 @router.get("/tenant", response_model=TenantRead)

@@ -1,16 +1,35 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from ..access.schemas import KeyCreate, KeyCreated
 from ..access.service import access
 from ..db import ALL_PERMISSIONS, set_permissions, set_tenant
-from ..errors import NotFound
+from ..errors import NotFound, TenantDeleted
 from ..models import Tenant
 from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
+
+
+@dataclass(frozen=True)
+class DeletedTenant:
+    name: str
+    tools: int
+    keys: int
+    analyst_login: bool
+
+
+# MCP sources go first: their foreign keys to permissions are RESTRICT (a permission in use
+# by a source may not be deleted), and the tenant's cascade would reach both in no set order.
+_DELETE_SOURCES = text("DELETE FROM mcp_sources WHERE tenant_id = :t")
+_COUNTS = text(
+    "SELECT (SELECT count(*) FROM tools WHERE tenant_id = :t AND deleted_at IS NULL) AS tools,"
+    " (SELECT count(*) FROM api_keys WHERE tenant_id = :t AND revoked_at IS NULL) AS keys"
+)
 
 
 class TenantService:
@@ -33,8 +52,27 @@ class TenantService:
     def get(self, session: Session) -> Tenant:
         tenant = session.get(Tenant, session.info["tenant_id"])
         if tenant is None:
-            raise NotFound("tenant not found")
+            raise TenantDeleted()
         return tenant
+
+    def delete(self, session: Session) -> DeletedTenant:
+        """Remove the session's tenant and everything it owns, in this one transaction.
+
+        Its rows go by the foreign keys' cascades (tools, index, vectors, outbox, keys, roles,
+        logs); its analyst login is dropped. Its audit entries stay, ending with this delete:
+        they hold keys and hashes, no content, and are what shows who removed the tenant.
+        """
+        tenant = session.get(Tenant, session.info["tenant_id"], with_for_update=True)
+        if tenant is None:
+            raise NotFound(f"no tenant {session.info['tenant_id']}", field="tenant_id")
+        counts = session.execute(_COUNTS, {"t": tenant.id}).one()
+        analyst = bool(session.scalar(text("SELECT analytics.drop_analyst_login()")))
+        session.execute(_DELETE_SOURCES, {"t": tenant.id})
+        session.delete(tenant)
+        session.flush()
+        return DeletedTenant(
+            name=tenant.name, tools=counts.tools, keys=counts.keys, analyst_login=analyst
+        )
 
     def update(self, session: Session, data: TenantUpdate) -> Tenant:
         tenant = self.get(session)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from ..access.service import RESERVED_PERMISSIONS, access
 from ..embedding import service as embeddings
-from ..errors import Conflict, NotFound, Unprocessable
+from ..errors import Conflict, NotFound, TenantDeleted, Unprocessable
 from ..lexical.index import Previous, analyse, reindex
 from ..models import Permission, Tool
 from ..security.audit import lock_chain
@@ -106,7 +106,9 @@ class ToolService:
         if created:
             first = session.execute(
                 _ALLOCATE, {"n": len(created), "tenant_id": tenant_id}
-            ).scalar_one()
+            ).scalar_one_or_none()
+            if first is None:
+                raise TenantDeleted()
             for offset, tool in enumerate(created):
                 tool.position = first + offset
                 tool.updated_at = now

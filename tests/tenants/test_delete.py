@@ -1,0 +1,258 @@
+"""DELETE /admin/v1/tenants/{id}: a tenant and everything it owns go, nothing of another."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from psycopg import sql
+
+from tests.fixtures.factories import (
+    PEPPER,
+    Caller,
+    agent_key,
+    embed_pending,
+    new_tenant,
+    tool_body,
+)
+from tests.fixtures.factories import support_catalog as load_support_catalog
+from tests.mcp.servers.live import LiveServer, tool
+from toolsift.config import Settings
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.tenants.service import tenant as tenant_service
+
+OPERATOR_KEY = "operator-test-key"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_KEY}"}
+OwnerConn = psycopg.Connection[tuple[Any, ...]]
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """The root settings, plus what MCP sources need (their secrets are stored encrypted)."""
+    return Settings(
+        env="testing",
+        database_url=database_url,
+        key_pepper=PEPPER,
+        operator_key=OPERATOR_KEY,
+        secret_key="test-secret-key-for-mcp-sources",
+        mcp_stdio_commands=[sys.executable],
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[LiveServer]:
+    live = LiveServer().start()
+    yield live
+    live.stop()
+
+
+def tenant_tables(conn: OwnerConn) -> list[str]:
+    """Every table of the schema with a tenant_id column, partitions' parents included."""
+    rows = conn.execute(
+        """
+        SELECT c.relname FROM pg_class c
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
+        WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        ORDER BY 1
+        """
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def rows_by_table(conn: OwnerConn, tenant_id: str) -> dict[str, int]:
+    counts = {}
+    for table in tenant_tables(conn):
+        query = sql.SQL("SELECT count(*) FROM {} WHERE tenant_id = %s").format(
+            sql.Identifier(table)
+        )
+        row = conn.execute(query, (tenant_id,)).fetchone()
+        assert row is not None
+        counts[table] = int(row[0])
+    return {table: count for table, count in counts.items() if count}
+
+
+def delete(client: TestClient, tenant_id: object, headers: dict[str, str] = OPERATOR) -> Any:
+    return client.delete(f"/admin/v1/tenants/{tenant_id}", headers=headers)
+
+
+def debug_scores(agent: Caller) -> list[tuple[str, Any]]:
+    answer = agent.ok(
+        agent.select("refund the payment of this order", roles=["billing"], mode="bm25", debug=True)
+    )
+    return [(c["name"], c["score"]) for c in answer["candidates"]]
+
+
+@pytest.fixture
+def world(
+    admin: Caller, support_agent: Caller, server: LiveServer, database: Database
+) -> dict[str, Any]:
+    """A tenant with something in every kind of table: tools and their index and vectors,
+    roles, keys, an MCP source whose permission is in use, logs, a tool call, an analyst."""
+    server.tools = [tool("lookup", "Look up a parcel by its tracking number.")]
+    source = admin.ok(
+        admin.post(
+            "/admin/v1/mcp/sources",
+            {
+                "name": "srv",
+                "transport": "http",
+                "url": server.url,
+                "default_permission": "crm.read",
+            },
+        ),
+        201,
+    )
+    admin.ok(admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync"))
+    assert embed_pending(database, admin.tenant_id) > 0
+    selection = support_agent.ok(support_agent.select("where is my order", roles=["support"]))
+    support_agent.ok(
+        support_agent.post(
+            "/v1/tool-calls",
+            {"selection_id": selection["selection_id"], "tool": "order_status", "allowed": True},
+        ),
+        201,
+    )
+    analyst = admin.ok(admin.post("/admin/v1/analytics/analyst"), 201)
+    return {"analyst": analyst["login"]}
+
+
+class TestDeleteTenant:
+    def test_removes_every_row_of_the_tenant_and_nothing_of_another(
+        self,
+        client: TestClient,
+        admin: Caller,
+        support_agent: Caller,
+        world: dict[str, Any],
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        other = new_tenant(client, database, "globex")
+        load_support_catalog(other)
+        other_agent = agent_key(other, ["support", "billing"])
+        scores_before = debug_scores(other_agent)
+        other_rows = rows_by_table(owner_conn, str(other.tenant_id))
+        held = rows_by_table(owner_conn, str(admin.tenant_id))
+        for table in ("tools", "tool_terms", "tool_embeddings", "mcp_sources", "mcp_tools"):
+            assert held.get(table), f"the world has no {table} rows: the test proves nothing"
+        for table in ("roles", "api_keys", "selection_logs", "tool_calls", "audit_log"):
+            assert held.get(table), f"the world has no {table} rows: the test proves nothing"
+
+        assert delete(client, admin.tenant_id).status_code == 204
+
+        assert rows_by_table(owner_conn, str(admin.tenant_id)).keys() == {"audit_log"}
+        analyst = owner_conn.execute(
+            "SELECT 1 FROM pg_roles WHERE rolname = %s", (world["analyst"],)
+        ).fetchone()
+        assert analyst is None
+        assert rows_by_table(owner_conn, str(other.tenant_id)) == other_rows
+        assert debug_scores(other_agent) == scores_before
+
+    def test_its_keys_stop_working_at_the_next_request(
+        self, client: TestClient, admin: Caller, support_agent: Caller, catalog: dict[str, str]
+    ) -> None:
+        assert support_agent.names("where is my order", roles=["support"])
+        assert delete(client, admin.tenant_id).status_code == 204
+        for caller, path in ((admin, "/admin/v1/tools"), (support_agent, None)):
+            response = (
+                caller.get(path) if path else caller.select("where is my order", roles=["support"])
+            )
+            assert response.status_code == 401, response.text
+
+    def test_the_audit_log_keeps_the_delete(
+        self, client: TestClient, admin: Caller, catalog: dict[str, str], owner_conn: OwnerConn
+    ) -> None:
+        assert delete(client, admin.tenant_id).status_code == 204
+        last = owner_conn.execute(
+            "SELECT actor, action, table_name FROM audit_log WHERE tenant_id = %s"
+            " ORDER BY seq DESC LIMIT 1",
+            (admin.tenant_id,),
+        ).fetchone()
+        assert last == ("operator", "delete", "tenants")
+
+    def test_a_second_delete_is_404(self, client: TestClient, admin: Caller) -> None:
+        assert delete(client, admin.tenant_id).status_code == 204
+        error = delete(client, admin.tenant_id).json()["error"]
+        assert (error["code"], error["field"]) == ("not_found", "tenant_id")
+
+
+def wait_for_lock_waiters(conn: OwnerConn, count: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ).fetchone()
+        if row is not None and row[0] >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} requests waited on the deleting transaction")
+
+
+class TestRequestsDuringTheDelete:
+    def test_requests_waiting_on_the_tenant_get_401_and_write_nothing(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        """Requests authenticated before the delete committed, and blocked by its row locks
+        when they write, end as a 401 (not a 500 of a foreign key or a missing row)."""
+        requests = {
+            "select": lambda: support_agent.select("where is my order", roles=["support"]),
+            "create tool": lambda: admin.post("/admin/v1/tools", tool_body("x_tool", "d")),
+            "upsert tools": lambda: admin.put("/admin/v1/tools", {"tools": [tool_body("y", "d")]}),
+            "create permission": lambda: admin.post("/admin/v1/permissions", {"name": "z.read"}),
+        }
+        answers: dict[str, Any] = {}
+
+        def run(name: str) -> None:
+            answers[name] = requests[name]()
+
+        audited = rows_by_table(owner_conn, str(admin.tenant_id))["audit_log"]
+        threads = [threading.Thread(target=run, args=(name,)) for name in requests]
+        with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tenant_service.delete(session)
+            for thread in threads:
+                thread.start()
+            wait_for_lock_waiters(owner_conn, len(threads))
+        for thread in threads:
+            thread.join(timeout=30)
+        for name, response in answers.items():
+            assert response.status_code == 401, (name, response.text)
+            assert response.json()["error"]["message"] == "this key's tenant was deleted"
+        assert answers.keys() == requests.keys()
+        assert rows_by_table(owner_conn, str(admin.tenant_id)) == {"audit_log": audited}
+
+
+class TestRefused:
+    @pytest.mark.parametrize(
+        ("tenant", "status", "field"),
+        [(uuid.uuid4(), 404, "tenant_id"), ("not-a-uuid", 422, "tenant_id")],
+    )
+    def test_an_unknown_or_malformed_id_names_the_field(
+        self, client: TestClient, admin: Caller, tenant: object, status: int, field: str
+    ) -> None:
+        response = delete(client, tenant)
+        assert response.status_code == status, response.text
+        assert response.json()["error"]["field"] == field
+        assert admin.ok(admin.get("/admin/v1/tenant"))["id"] == str(admin.tenant_id)
+
+    def test_without_the_operator_key_nothing_is_deleted(
+        self, client: TestClient, admin: Caller, catalog: dict[str, str], owner_conn: OwnerConn
+    ) -> None:
+        before = rows_by_table(owner_conn, str(admin.tenant_id))
+        for headers, status in (
+            ({}, 401),
+            (admin.headers, 403),
+            ({"Authorization": "Bearer wrong-operator-key"}, 403),
+        ):
+            assert delete(client, admin.tenant_id, headers).status_code == status
+        assert rows_by_table(owner_conn, str(admin.tenant_id)) == before
