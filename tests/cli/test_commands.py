@@ -195,3 +195,21 @@ class TestMigrate:
         result = runner.invoke(app, ["migrate"])
         assert result.exit_code == 0, result.output
         assert "migrated to head" in result.output
+
+
+def test_up_reloads_the_demo_when_its_tenant_was_deleted(
+    database: Database, tmp_path: Path
+) -> None:
+    from toolsift.cli import _demo_loaded
+    from toolsift.demo.loader import load_demo
+    from toolsift.tenants.service import tenant as tenant_service
+
+    state = tmp_path / "demo.json"
+    assert not _demo_loaded(database, state)
+    demo = load_demo(database, pepper=PEPPER)
+    state.write_text(json.dumps(demo))
+    assert _demo_loaded(database, state)
+    tenant_id = UUID(demo["tenant_id"])
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        tenant_service.delete(session)
+    assert not _demo_loaded(database, state)
