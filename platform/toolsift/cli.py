@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
 from uuid import UUID
@@ -35,7 +35,7 @@ from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
 from .migrate import ensure_database, upgrade
 from .security import audit
-from .tenants.schemas import TenantCreate
+from .tenants.schemas import TenantCreate, TenantSummary
 from .tenants.service import tenant as tenant_service
 from .tools.importer import CatalogError, read_catalog
 from .tools.service import tool as tool_service
@@ -403,6 +403,31 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
     console.print(f"tenant [bold]{created.tenant.id}[/bold] ({name})")
     # Plain echo: rich would wrap a long secret across lines.
     typer.echo(f"admin key (shown once): {created.admin_key.secret}")
+
+
+@tenant_app.command("list")
+def tenant_list(data_dir: DataDir = None) -> None:
+    """Every tenant with its id and live tool count, oldest first."""
+    settings = _settings(data_dir)
+    tenants: list[TenantSummary] = []
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        try:
+            after = None
+            while True:
+                with database.unit_of_work(None) as session:
+                    page = tenant_service.list_all(session, limit=1000, after=after)
+                tenants.extend(page.items)
+                if page.next_cursor is None:
+                    break
+                after = page.next_cursor
+        finally:
+            database.dispose()
+    table = Table("id", "name", "tools", "created (UTC)", box=None)
+    for item in tenants:
+        created = item.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+        table.add_row(str(item.id), item.name, str(item.tools), created)
+    console.print(table)
 
 
 @tenant_app.command("delete")

@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from .config import APP_ROLE, libpq_url, normalise_database_url
 
 ALL_PERMISSIONS = "*"
+#: Reads a few columns across tenants (metrics, the operator's tenant list); migrations grant it.
+OBSERVER_ROLE = "toolsift_observer"
 
 _log = logging.getLogger(__name__)
 
@@ -42,6 +44,13 @@ def _as_app_role(dbapi_connection: Any, _record: Any) -> None:
         if cursor.fetchone()[0] != APP_ROLE:
             cursor.execute(f"SET ROLE {APP_ROLE}")
     dbapi_connection.commit()
+
+
+def as_observer(session: Session) -> None:
+    """Switch this transaction to the observer role, which reads its granted columns of every
+    tenant. Only a login that is a member may (the migrating login is; the app role is not),
+    so a request served as the app role cannot widen its own view."""
+    session.execute(text("SELECT set_config('role', :role, true)"), {"role": OBSERVER_ROLE})
 
 
 class Database:

@@ -110,6 +110,9 @@ class TestTenantAndKeys:
         assert imported.exit_code == 0, imported.output
         tools = _count(database, tenant_id)
         assert tools > 0
+        listed = runner.invoke(app, ["tenant", "list"])
+        assert listed.exit_code == 0, listed.output
+        assert re.search(rf"{tenant_id}\s+acme\s+{tools}\s+\d{{4}}-", listed.output), listed.output
 
         declined = runner.invoke(app, ["tenant", "delete", str(tenant_id)], input="n\n")
         assert declined.exit_code == 1
@@ -125,6 +128,9 @@ class TestTenantAndKeys:
         )
         assert response.status_code == 401
 
+        listed = runner.invoke(app, ["tenant", "list"])
+        assert listed.exit_code == 0, listed.output
+        assert str(tenant_id) not in listed.output
         again = runner.invoke(app, ["tenant", "delete", str(tenant_id), "--yes"])
         assert again.exit_code == 2
         assert f"no tenant {tenant_id}" in again.output

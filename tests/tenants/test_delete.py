@@ -256,3 +256,64 @@ class TestRefused:
         ):
             assert delete(client, admin.tenant_id, headers).status_code == status
         assert rows_by_table(owner_conn, str(admin.tenant_id)) == before
+
+
+class TestList:
+    def test_every_tenant_oldest_first_with_live_tools(
+        self, client: TestClient, admin: Caller, catalog: dict[str, str], database: Database
+    ) -> None:
+        other = new_tenant(client, database, "globex")
+        other.ok(other.post("/admin/v1/tools", tool_body("one", "d")), 201)
+        gone = other.ok(other.post("/admin/v1/tools", tool_body("two", "d")), 201)
+        assert other.delete(f"/admin/v1/tools/{gone['id']}").status_code == 204
+        page = client.get("/admin/v1/tenants", headers=OPERATOR).json()
+        listed = [(t["id"], t["name"], t["tools"]) for t in page["items"]]
+        assert listed == [(str(admin.tenant_id), "acme", 6), (str(other.tenant_id), "globex", 1)]
+        assert page["next_cursor"] is None
+
+    def test_pages_follow_the_cursor(self, client: TestClient, database: Database) -> None:
+        made = [new_tenant(client, database, f"t{i}").tenant_id for i in range(5)]
+        seen: list[str] = []
+        after = None
+        while True:
+            params: dict[str, Any] = {"limit": 2, **({"after": after} if after else {})}
+            page = client.get("/admin/v1/tenants", params=params, headers=OPERATOR).json()
+            seen += [t["id"] for t in page["items"]]
+            assert len(page["items"]) <= 2
+            if (after := page["next_cursor"]) is None:
+                break
+        assert seen == [str(t) for t in made]
+
+    def test_refused_without_the_operator_key_or_with_a_bad_cursor(
+        self, client: TestClient, admin: Caller
+    ) -> None:
+        assert client.get("/admin/v1/tenants").status_code == 401
+        assert client.get("/admin/v1/tenants", headers=admin.headers).status_code == 403
+        for params, status in (({"after": str(uuid.uuid4())}, 404), ({"limit": 0}, 422)):
+            response = client.get("/admin/v1/tenants", params=params, headers=OPERATOR)
+            assert response.status_code == status, response.text
+            assert response.json()["error"]["field"] == next(iter(params))
+
+    def test_a_login_outside_the_observer_role_gets_a_clear_503(
+        self, database_url: str, admin: Caller
+    ) -> None:
+        """Deployments whose API logs in as the app role itself cannot list tenants: the
+        observer role is not the app role's to take."""
+        from sqlalchemy.engine import make_url
+
+        from toolsift.app import create_app
+
+        as_app = make_url(database_url).set(username="toolsift_app")
+        database = Database(as_app.render_as_string(hide_password=False), pool_size=1)
+        settings = Settings(
+            env="testing", database_url=database.url, key_pepper=PEPPER, operator_key=OPERATOR_KEY
+        )
+        try:
+            with TestClient(create_app(settings, database)) as app_client:
+                response = app_client.get("/admin/v1/tenants", headers=OPERATOR)
+                assert response.status_code == 503, response.text
+                assert "member of toolsift_observer" in response.json()["error"]["message"]
+                tenant = app_client.get("/admin/v1/tenant", headers=admin.headers)
+                assert tenant.status_code == 200, tenant.text
+        finally:
+            database.dispose()

@@ -25,11 +25,10 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import text
 
-from ..db import ALL_PERMISSIONS, Database
+from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, Database, as_observer
 
 _log = logging.getLogger(__name__)
 
-OBSERVER_ROLE = "toolsift_observer"
 REGISTRY = CollectorRegistry(auto_describe=True)
 _LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
 
@@ -152,7 +151,7 @@ class DatabaseGauges(Collector):
         try:
             with self.database.unit_of_work(None, permissions=ALL_PERMISSIONS) as session:
                 session.execute(text("SELECT set_config('statement_timeout', '2000', true)"))
-                session.execute(text("SELECT set_config('role', :r, true)"), {"r": OBSERVER_ROLE})
+                as_observer(session)
                 for gauge in GAUGES:
                     readable = all(
                         session.execute(

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import hmac
 import logging
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
 from ..auth.deps import AdminContext, bearer, get_database
@@ -14,7 +15,7 @@ from ..kit.errors import ERRORS
 from ..kit.routing import StrictJSONRoute
 from ..models import Tenant
 from ..security import audit
-from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
+from .schemas import TenantCreate, TenantCreated, TenantPage, TenantRead, TenantUpdate
 from .service import tenant as tenant_service
 
 router = APIRouter(route_class=StrictJSONRoute, tags=["tenants"], responses=ERRORS)
@@ -46,6 +47,19 @@ def create_tenant(
     with get_database(request).unit_of_work(None) as session:
         audit.track(session, audit.Actor("operator"))
         return tenant_service.create(session, data, pepper=request.app.state.settings.key_pepper)
+
+
+@router.get("/tenants", response_model=TenantPage)
+def list_tenants(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: Annotated[UUID | None, Query(description="`next_cursor` of the previous page.")] = None,
+) -> TenantPage:
+    """Every tenant with its live tool count, oldest first. Needs the operator key."""
+    _require_operator(request, credentials, "listing tenants")
+    with get_database(request).unit_of_work(None) as session:
+        return tenant_service.list_all(session, limit=limit, after=after)
 
 
 @router.delete("/tenants/{tenant_id}", status_code=204)

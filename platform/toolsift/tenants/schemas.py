@@ -83,3 +83,17 @@ class TenantRead(ReadSchema):
 class TenantCreated(Schema):
     tenant: TenantRead
     admin_key: KeyCreated
+
+
+class TenantSummary(ReadSchema):
+    id: UUID
+    name: str
+    created_at: datetime
+    tools: int = Field(description="Live (not deleted) tools in its catalog.")
+
+
+class TenantPage(Schema):
+    """Oldest first; `next_cursor` is passed back as `after`."""
+
+    items: list[TenantSummary]
+    next_cursor: UUID | None

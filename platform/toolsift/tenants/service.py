@@ -5,14 +5,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.orm import Session
 
 from ..access.schemas import KeyCreate, KeyCreated
 from ..access.service import access
-from ..db import ALL_PERMISSIONS, set_permissions, set_tenant
-from ..errors import NotFound, TenantDeleted
+from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, set_tenant
+from ..errors import NotFound, ServiceUnavailable, TenantDeleted
 from ..models import Tenant
-from .schemas import TenantCreate, TenantCreated, TenantRead, TenantUpdate
+from .schemas import (
+    TenantCreate,
+    TenantCreated,
+    TenantPage,
+    TenantRead,
+    TenantSummary,
+    TenantUpdate,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,18 @@ _DELETE_SOURCES = text("DELETE FROM mcp_sources WHERE tenant_id = :t")
 _COUNTS = text(
     "SELECT (SELECT count(*) FROM tools WHERE tenant_id = :t AND deleted_at IS NULL) AS tools,"
     " (SELECT count(*) FROM api_keys WHERE tenant_id = :t AND revoked_at IS NULL) AS keys"
+)
+
+_LIST = text(
+    """
+    SELECT t.id, t.name, t.created_at,
+           (SELECT count(*) FROM tools WHERE tenant_id = t.id AND deleted_at IS NULL) AS tools
+    FROM tenants t
+    WHERE CAST(:after AS uuid) IS NULL
+       OR (t.created_at, t.id) > (SELECT created_at, id FROM tenants WHERE id = :after)
+    ORDER BY t.created_at, t.id
+    LIMIT :limit
+    """
 )
 
 
@@ -48,6 +68,27 @@ class TenantService:
             tenant=TenantRead.model_validate(tenant),
             admin_key=KeyCreated.model_validate(key, from_attributes=True),
         )
+
+    def list_all(self, session: Session, *, limit: int, after: uuid.UUID | None) -> TenantPage:
+        """Every tenant, oldest first: the operator's view, read as the observer role (with
+        every permission, or the restrictive permission policy would hide tools from it)."""
+        set_permissions(session, ALL_PERMISSIONS)
+        try:
+            as_observer(session)
+        except ProgrammingError as error:
+            raise ServiceUnavailable(
+                f"listing tenants needs the database login to be a member of {OBSERVER_ROLE}"
+                " (the login that ran the migrations is)"
+            ) from error
+        if (
+            after is not None
+            and session.scalar(text("SELECT 1 FROM tenants WHERE id = :after"), {"after": after})
+            is None
+        ):
+            raise NotFound(f"after: no tenant {after}", field="after")
+        rows = session.execute(_LIST, {"after": after, "limit": limit}).all()
+        items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows]
+        return TenantPage(items=items, next_cursor=items[-1].id if len(items) == limit else None)
 
     def get(self, session: Session) -> Tenant:
         tenant = session.get(Tenant, session.info["tenant_id"])
