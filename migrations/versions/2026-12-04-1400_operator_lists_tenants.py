@@ -28,4 +28,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(f"REVOKE SELECT (name, created_at) ON tenants FROM {OBSERVER_ROLE}")
+    op.execute(f"REVOKE SELECT (name, created_at) ON tenants FROM {OBSERVER_ROLE}")  # noqa: S608 - a constant
