@@ -31,6 +31,7 @@ from .config import Settings, get_settings
 from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
 from .errors import AppError
+from .kit.interrupts import StickyInterrupt
 from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
 from .migrate import ensure_database, upgrade
@@ -266,41 +267,48 @@ def up(
     started: list[EmbeddedPostgres | EmbeddedRedis] = []
     worker_process: subprocess.Popen[bytes] | None = None
     try:
-        if settings.database_url:
-            database_url = settings.database_url
-        else:
-            pg = stack.postgres(settings)
-            # A server this process did not start (a `migrate` left it up) is left running.
-            if not pg.is_running():
-                started.append(pg)
-            database_url = ensure_database(pg.start(), stack.DATABASE_NAME)
-        if settings.redis_url:
-            redis_url = settings.redis_url
-        else:
-            redis = stack.redis(settings)
-            if not redis.is_running():
-                started.append(redis)
-            redis_url = redis.start()
-        upgrade(database_url)
-        settings = settings.model_copy(
-            update={"database_url": database_url, "redis_url": redis_url}
-        )
-        database = Database(database_url, pool_size=settings.db_pool_size)
-        state = stack.state_file(settings)
-        if demo and not _demo_loaded(database, state):
-            stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
-        if with_worker:
-            env = {
-                **os.environ,
-                "TOOLSIFT_DATABASE_URL": database_url,
-                "TOOLSIFT_REDIS_URL": redis_url,
-            }
-            schedule = settings.data_dir / "celerybeat-schedule"
-            worker_process = subprocess.Popen(
-                _worker_command(1, beat_schedule=schedule, loglevel="WARNING"), env=env
+        # Ctrl-C before the API serves stops everything, even when a finalizer swallowed it.
+        with StickyInterrupt() as interrupts:
+            if settings.database_url:
+                database_url = settings.database_url
+            else:
+                pg = stack.postgres(settings)
+                # A server this process did not start (a `migrate` left it up) is left running.
+                if not pg.is_running():
+                    started.append(pg)
+                database_url = ensure_database(pg.start(), stack.DATABASE_NAME)
+            interrupts.check()
+            if settings.redis_url:
+                redis_url = settings.redis_url
+            else:
+                redis = stack.redis(settings)
+                if not redis.is_running():
+                    started.append(redis)
+                redis_url = redis.start()
+            interrupts.check()
+            upgrade(database_url)
+            interrupts.check()
+            settings = settings.model_copy(
+                update={"database_url": database_url, "redis_url": redis_url}
             )
-            # Syncs MCP sources on their servers' tools-list-changed events.
-            start_listener(database, settings)
+            database = Database(database_url, pool_size=settings.db_pool_size)
+            state = stack.state_file(settings)
+            if demo and not _demo_loaded(database, state):
+                stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
+            interrupts.check()
+            if with_worker:
+                env = {
+                    **os.environ,
+                    "TOOLSIFT_DATABASE_URL": database_url,
+                    "TOOLSIFT_REDIS_URL": redis_url,
+                }
+                schedule = settings.data_dir / "celerybeat-schedule"
+                worker_process = subprocess.Popen(
+                    _worker_command(1, beat_schedule=schedule, loglevel="WARNING"), env=env
+                )
+                # Syncs MCP sources on their servers' tools-list-changed events.
+                start_listener(database, settings)
+            interrupts.check()
         _banner(settings, host, port, database_url, redis_url, state if demo else None)
         uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")
     except EmbeddedServiceError as error:
