@@ -93,6 +93,13 @@ async def _database_error(_request: Request, error: Exception) -> JSONResponse:
         and not error.connection_invalidated
     ):
         raise error
+    cause = error.orig if isinstance(error, DBAPIError) else error
+    if isinstance(cause, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        # Rolled back as a whole, like an outage: the same 503 and Retry-After, in its words.
+        _log.warning("transaction conflict: %s", type(cause).__name__)
+        message = "the request conflicted with a concurrent one and was rolled back; retry"
+        body = {"error": {"code": "conflict_retry", "message": message}}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
     _log.warning("database unavailable: %s", type(error).__name__)
     body = {"error": {"code": "database_unavailable", "message": "database unavailable; retry"}}
     return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})

@@ -339,3 +339,39 @@ def test_the_worker_takes_its_command_s_level_and_keeps_per_task_lines_for_debug
         root.setLevel(before[0])
         for name, level in zip(celery_app._PER_TASK_LOGGERS, before[1], strict=True):
             logging.getLogger(name).setLevel(level)
+
+
+def test_a_deadlock_victim_is_a_503_that_says_retry(database_url: str) -> None:
+    """A real deadlock between two transactions; its loser, as the handler answers it."""
+    import asyncio
+    import json
+    import threading
+
+    import psycopg
+    from sqlalchemy.exc import OperationalError
+
+    from toolsift.app import _database_error
+
+    plain = database_url.replace("postgresql+psycopg://", "postgresql://")
+    errors: list[BaseException] = []
+    with psycopg.connect(plain) as first, psycopg.connect(plain) as second:
+        first.execute("SELECT pg_advisory_xact_lock(1)")
+        second.execute("SELECT pg_advisory_xact_lock(2)")
+
+        def cross(conn: psycopg.Connection[tuple[object, ...]], key: int) -> None:
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            except psycopg.Error as error:
+                errors.append(error)
+                conn.rollback()
+
+        other = threading.Thread(target=cross, args=(first, 2))
+        other.start()
+        cross(second, 1)
+        other.join(timeout=30)
+    assert [type(e) for e in errors] == [psycopg.errors.DeadlockDetected]
+    wrapped = OperationalError("SELECT pg_advisory_xact_lock", None, errors[0])
+    response = asyncio.run(_database_error(None, wrapped))  # type: ignore[arg-type]
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "1"
+    assert json.loads(bytes(response.body))["error"]["code"] == "conflict_retry"

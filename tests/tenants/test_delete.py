@@ -195,6 +195,12 @@ def wait_for_lock_waiters(conn: OwnerConn, count: int, timeout: float = 20.0) ->
     raise AssertionError(f"fewer than {count} requests waited on the deleting transaction")
 
 
+def create_keys_until(caller: Caller, stop: threading.Event, statuses: list[int]) -> None:
+    while not stop.is_set():
+        body = {"name": "k", "scope": "agent", "roles": []}
+        statuses.append(caller.post("/admin/v1/keys", body).status_code)
+
+
 class TestRequestsDuringTheDelete:
     def test_requests_waiting_on_the_tenant_get_401_and_write_nothing(
         self,
@@ -230,6 +236,35 @@ class TestRequestsDuringTheDelete:
             assert response.json()["error"]["message"] == "this key's tenant was deleted"
         assert answers.keys() == requests.keys()
         assert rows_by_table(owner_conn, str(admin.tenant_id)) == {"audit_log": audited}
+
+    def test_a_delete_among_concurrent_admin_writes_succeeds(
+        self, client: TestClient, database: Database
+    ) -> None:
+        """The delete and the writes take the audit chain's lock and the tenant row in one
+        order: no deadlock (the other order failed the delete with a 503 most rounds)."""
+        for round_ in range(4):
+            busy = new_tenant(client, database, f"busy{round_}")
+            stop = threading.Event()
+            statuses: list[int] = []
+
+            writers = [
+                threading.Thread(target=create_keys_until, args=(busy, stop, statuses))
+                for _ in range(4)
+            ]
+            for writer in writers:
+                writer.start()
+            while len(statuses) < 8:
+                time.sleep(0.01)
+            response = delete(client, busy.tenant_id)
+            seen = len(statuses)
+            while len(statuses) < seen + 4:
+                time.sleep(0.01)
+            stop.set()
+            for writer in writers:
+                writer.join(timeout=30)
+            assert response.status_code == 204, (round_, response.text)
+            assert set(statuses) <= {201, 401}, statuses
+            assert statuses[-1] == 401
 
 
 class TestRefused:

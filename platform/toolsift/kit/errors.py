@@ -39,6 +39,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         415: "The body is not sent as application/json",
         422: "Invalid input; `field` names the offending field",
         429: "Too many requests for this key; retry after `Retry-After` seconds",
-        503: "A dependency (the database) is unavailable; retry",
+        503: "A dependency (the database) is unavailable, or the transaction lost a deadlock;"
+        " retry",
     }.items()
 }

@@ -13,6 +13,7 @@ from ..access.service import access
 from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, set_tenant
 from ..errors import NotFound, ServiceUnavailable, TenantDeleted
 from ..models import Tenant
+from ..security.audit import lock_chain
 from .schemas import (
     TenantCreate,
     TenantCreated,
@@ -103,6 +104,10 @@ class TenantService:
         logs); its analyst login is dropped. Its audit entries stay, ending with this delete:
         they hold keys and hashes, no content, and are what shows who removed the tenant.
         """
+        # The audit chain's lock before the tenant row, the order every admin write takes
+        # them in (the chain first, then the row, by its foreign key): the other order
+        # deadlocked against concurrent writes.
+        lock_chain(session)
         tenant = session.get(Tenant, session.info["tenant_id"], with_for_update=True)
         if tenant is None:
             raise NotFound(f"no tenant {session.info['tenant_id']}", field="tenant_id")
