@@ -139,3 +139,40 @@ class TestReportCall:
         )
         assert response.status_code == 403
         assert calls(owner_conn) == []
+
+
+def test_a_selection_deleted_while_its_call_is_stored_is_a_404(
+    support_agent: Caller, selection: dict[str, Any], owner_conn: OwnerConn, database_url: str
+) -> None:
+    """Retention (or the tenant's delete) removes the selection after the call has read it:
+    the insert's foreign key fails, and the answer is the 404 of a missing selection."""
+    import threading
+    import time
+
+    import psycopg
+
+    sid = selection["selection_id"]
+    answer: dict[str, Any] = {}
+    plain = database_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain) as deleting:
+        deleting.execute("DELETE FROM selection_logs WHERE id = %s", (sid,))
+        body = {"selection_id": sid, "tool": "order_status", "allowed": True}
+        call = threading.Thread(
+            target=lambda: answer.update(response=support_agent.post("/v1/tool-calls", body))
+        )
+        call.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            row = owner_conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            ).fetchone()
+            if row is not None and row[0] >= 1:
+                break
+            time.sleep(0.05)
+        deleting.commit()
+        call.join(timeout=30)
+    response = answer["response"]
+    assert response.status_code == 404, response.text
+    assert response.json()["error"]["field"] == "selection_id"
+    assert calls(owner_conn) == []

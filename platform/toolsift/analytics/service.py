@@ -13,8 +13,10 @@ from datetime import date
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
+import psycopg
 from pydantic import BaseModel
 from sqlalchemy import TextClause, insert, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
@@ -144,19 +146,29 @@ class AnalyticsService:
             # Under RLS another tenant's selection is indistinguishable from none at all.
             raise NotFound("no such selection", field="selection_id")
         call_id = uuid.uuid4()
-        created_at = session.execute(
-            insert(ToolCall)
-            .values(
-                tenant_id=principal.tenant_id,
-                id=call_id,
-                selection_id=data.selection_id,
-                selection_created_at=found.created_at,
-                tool_name=data.tool,
-                allowed=data.allowed,
-                success=data.success,
-            )
-            .returning(ToolCall.created_at)
-        ).scalar_one()
+        try:
+            created_at = session.execute(
+                insert(ToolCall)
+                .values(
+                    tenant_id=principal.tenant_id,
+                    id=call_id,
+                    selection_id=data.selection_id,
+                    selection_created_at=found.created_at,
+                    tool_name=data.tool,
+                    allowed=data.allowed,
+                    success=data.success,
+                )
+                .returning(ToolCall.created_at)
+            ).scalar_one()
+        except IntegrityError as error:
+            # The selection was deleted since it was read (by retention, or with its tenant):
+            # a 404, as for one that never was. A violation of the key to `tenants` goes on
+            # to the app's handler, which answers it as the 401 of a deleted tenant.
+            if isinstance(error.orig, psycopg.errors.ForeignKeyViolation) and not (
+                error.orig.diag.constraint_name or ""
+            ).endswith("_tenant_id_tenants"):
+                raise NotFound("no such selection", field="selection_id") from error
+            raise
         return ToolCallRead(
             id=call_id,
             selection_id=data.selection_id,
