@@ -54,7 +54,9 @@ def list_tenants(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    after: Annotated[UUID | None, Query(description="`next_cursor` of the previous page.")] = None,
+    after: Annotated[
+        str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
+    ] = None,
 ) -> TenantPage:
     """Every tenant with its live tool count, oldest first. Needs the operator key."""
     _require_operator(request, credentials, "listing tenants")

@@ -96,4 +96,6 @@ class TenantPage(Schema):
     """Oldest first; `next_cursor` is passed back as `after`."""
 
     items: list[TenantSummary]
-    next_cursor: UUID | None
+    next_cursor: str | None = Field(
+        examples=["2026-12-04T14:10:00.123456+00:00_0b8f5c3e-6d1a-4e2b-9a7c-2f4e8d1b3c5a"]
+    )

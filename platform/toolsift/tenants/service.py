@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session
 from ..access.schemas import KeyCreate, KeyCreated
 from ..access.service import access
 from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, set_tenant
-from ..errors import NotFound, ServiceUnavailable, TenantDeleted
+from ..errors import NotFound, ServiceUnavailable, TenantDeleted, Unprocessable
 from ..models import Tenant
 from ..security.audit import lock_chain
 from .schemas import (
@@ -45,12 +46,27 @@ _LIST = text(
     SELECT t.id, t.name, t.created_at,
            (SELECT count(*) FROM tools WHERE tenant_id = t.id AND deleted_at IS NULL) AS tools
     FROM tenants t
-    WHERE CAST(:after AS uuid) IS NULL
-       OR (t.created_at, t.id) > (SELECT created_at, id FROM tenants WHERE id = :after)
+    WHERE CAST(:after_id AS uuid) IS NULL
+       OR (t.created_at, t.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS uuid))
     ORDER BY t.created_at, t.id
     LIMIT :limit
     """
 )
+
+
+def tenant_cursor(item: TenantSummary) -> str:
+    """Where a page ended, by value: it stays valid if that tenant is deleted meanwhile."""
+    return f"{item.created_at.isoformat()}_{item.id}"
+
+
+def _parse_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    at, _, tenant_id = cursor.rpartition("_")
+    try:
+        return datetime.fromisoformat(at), uuid.UUID(tenant_id)
+    except ValueError as error:
+        raise Unprocessable(
+            "after: not a cursor of this list (pass `next_cursor` back)", field="after"
+        ) from error
 
 
 class TenantService:
@@ -70,9 +86,10 @@ class TenantService:
             admin_key=KeyCreated.model_validate(key, from_attributes=True),
         )
 
-    def list_all(self, session: Session, *, limit: int, after: uuid.UUID | None) -> TenantPage:
+    def list_all(self, session: Session, *, limit: int, after: str | None) -> TenantPage:
         """Every tenant, oldest first: the operator's view, read as the observer role (with
         every permission, or the restrictive permission policy would hide tools from it)."""
+        after_at, after_id = _parse_cursor(after) if after is not None else (None, None)
         set_permissions(session, ALL_PERMISSIONS)
         try:
             as_observer(session)
@@ -81,15 +98,12 @@ class TenantService:
                 f"listing tenants needs the database login to be a member of {OBSERVER_ROLE}"
                 " (the login that ran the migrations is)"
             ) from error
-        if (
-            after is not None
-            and session.scalar(text("SELECT 1 FROM tenants WHERE id = :after"), {"after": after})
-            is None
-        ):
-            raise NotFound(f"after: no tenant {after}", field="after")
-        rows = session.execute(_LIST, {"after": after, "limit": limit}).all()
+        rows = session.execute(
+            _LIST, {"after_at": after_at, "after_id": after_id, "limit": limit}
+        ).all()
         items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows]
-        return TenantPage(items=items, next_cursor=items[-1].id if len(items) == limit else None)
+        more = len(items) == limit
+        return TenantPage(items=items, next_cursor=tenant_cursor(items[-1]) if more else None)
 
     def get(self, session: Session) -> Tenant:
         tenant = session.get(Tenant, session.info["tenant_id"])
