@@ -511,6 +511,56 @@ class TestToolValidation:
         assert verdict["allowed"] is False
         assert verdict["errors"]
 
+    def test_a_pattern_built_to_backtrack_cannot_hold_the_api(
+        self, admin: Caller, support_agent: Caller
+    ) -> None:
+        """`^(a+)+$` against 40 a's and a "!" is about 2^40 steps in a backtracking engine;
+        a pattern that needs backtracking for its backreference hits the engine's limit and
+        the call is refused (a check that could not finish is not a pass)."""
+        import threading
+
+        properties = {
+            "nested": {"type": "string", "pattern": "^(a+)+$"},
+            "backref": {"type": "string", "pattern": "^(a|aa)+\\1$"},
+        }
+        schema = {"type": "object", "properties": properties}
+        admin.ok(admin.post(TOOLS, {"name": "regex_tool", "input_schema": schema}), 201)
+        verdicts: dict[str, Any] = {}
+
+        def check(field: str) -> None:
+            call = {"tool": "regex_tool", "arguments": {field: "a" * 40 + "!"}}
+            verdicts[field] = support_agent.ok(support_agent.post("/v1/authorize", call))
+
+        for field in properties:
+            checking = threading.Thread(target=check, args=(field,), daemon=True)
+            checking.start()
+            checking.join(timeout=60)
+            assert not checking.is_alive(), f"{field}: the check did not finish"
+            assert verdicts[field]["allowed"] is False
+            assert [e.split(":")[0] for e in verdicts[field]["errors"]] == [field]
+        call = {"tool": "regex_tool", "arguments": {"nested": "aaaa", "backref": "aaa"}}
+        assert support_agent.ok(support_agent.post("/v1/authorize", call))["allowed"] is True
+
+    @pytest.mark.parametrize(
+        "schema",
+        [
+            {"type": "object", "$ref": "#"},
+            {
+                "type": "object",
+                "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                "properties": {"x": {"$ref": "#/$defs/a"}},
+            },
+        ],
+    )
+    def test_references_that_loop_are_checked_without_a_500(
+        self, admin: Caller, support_agent: Caller, schema: dict[str, Any]
+    ) -> None:
+        admin.ok(admin.post(TOOLS, {"name": "loop_tool", "input_schema": schema}), 201)
+        call = {"tool": "loop_tool", "arguments": {"x": 1}}
+        response = support_agent.post("/v1/authorize", call)
+        assert response.status_code == 200, response.text
+        assert isinstance(response.json()["allowed"], bool)
+
     @pytest.mark.parametrize(
         ("body", "field"),
         [

@@ -10,10 +10,8 @@ from typing import Any
 from uuid import UUID
 
 import anyio.to_thread
+import jsonschema_rs
 import psycopg
-from jsonschema import Draft202012Validator
-from referencing import Registry
-from referencing.exceptions import Unresolvable
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
@@ -213,20 +211,37 @@ class SelectionService:
             # Unknown and forbidden read the same: the answer never confirms a hidden tool.
             return AuthorizeResponse(allowed=False, reason="no such tool for this caller")
         if request.arguments is not None:
-            # An empty registry: a `$ref` is never fetched, whatever the schema says.
-            validator = Draft202012Validator(tool.input_schema, registry=Registry())
-            try:
-                errors = sorted(
-                    f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}"
-                    for e in validator.iter_errors(request.arguments)
-                )
-            except Unresolvable:
-                errors = ["(schema): the tool's input schema has an unresolvable $ref"]
+            errors = argument_errors(tool.input_schema, request.arguments)
             if errors:
                 return AuthorizeResponse(
                     allowed=False, reason="arguments do not match the input schema", errors=errors
                 )
         return AuthorizeResponse(allowed=True, reason="allowed")
+
+
+# The regex engine bounds its backtracking: a schema's `pattern` (MCP servers' schemas are
+# third-party text) cannot make one call hold the API's CPU for seconds, as `^(a+)+$` did
+# under Python's `re`. A match that hits the limit is a failed check: the call is refused.
+_PATTERNS = jsonschema_rs.FancyRegexOptions(backtrack_limit=100_000)
+
+
+def argument_errors(schema: dict[str, Any], arguments: Any) -> list[str]:
+    """Why `arguments` do not fit the tool's input schema ("path: reason"), or nothing.
+
+    jsonschema-rs, offline (a `$ref` is never fetched): time bounded by its regex engine, and
+    a schema whose `$ref`s loop (`{"$ref": "#"}`) is not an endless recursion.
+    """
+    try:
+        validator = jsonschema_rs.Draft202012Validator(
+            schema, pattern_options=_PATTERNS, offline=True
+        )
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as error:
+        reason = str(error).splitlines()[0]
+        return [f"(schema): the tool's input schema cannot check arguments: {reason}"]
+    return sorted(
+        f"{'/'.join(str(p) for p in e.instance_path) or '(root)'}: {e.message}"
+        for e in validator.iter_errors(arguments)
+    )
 
 
 selection = SelectionService()

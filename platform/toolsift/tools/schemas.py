@@ -53,8 +53,10 @@ def _any(_: str) -> bool:
 # a schema, on the event loop (FastAPI validates a request body there), so a bulk upsert of
 # 1,000 tools held every select of its API process for seconds; this takes microseconds.
 # Its formats (regex, uri, uri-reference) are judged as python-jsonschema judges them: a
-# pattern must compile with Python's `re`, the engine that will run it, and URIs are not
-# checked (a `$ref` to "#/definitions/Foo Bar" is common in the wild).
+# pattern must compile with Python's `re`, and URIs are not checked (a `$ref` to
+# "#/definitions/Foo Bar" is common in the wild). Calls are checked by jsonschema-rs
+# (`selection.service.argument_errors`), whose engine compiles every schema of the public
+# datasets this accepts; one it could not compile would refuse calls, not allow them.
 _META_SCHEMA = jsonschema_rs.Draft202012Validator(
     Draft202012Validator.META_SCHEMA,
     validate_formats=True,
