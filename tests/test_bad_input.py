@@ -584,6 +584,17 @@ class TestToolValidation:
             error = refused(admin.post(TOOLS, body), 422, field)
         assert "NUL" in error["message"]
 
+    @pytest.mark.parametrize("value", ["yes", "true", 1, 0, "false"])
+    def test_core_takes_only_a_json_boolean(
+        self, admin: Caller, unchanged: Unchanged, value: object
+    ) -> None:
+        """`"yes"` once made a tool core, and so sent in every select of every caller."""
+        with unchanged():
+            refused(admin.post(TOOLS, {"name": "t", "core": value}), 422, "core")
+        created = admin.ok(admin.post(TOOLS, {"name": "t"}), 201)
+        with unchanged():
+            refused(admin.patch(f"{TOOLS}/{created['id']}", {"core": value}), 422, "core")
+
     def test_a_schema_nested_past_the_limit_is_422_and_one_within_it_is_served(
         self, admin: Caller, unchanged: Unchanged
     ) -> None:

@@ -105,7 +105,10 @@ class TestReportCall:
             ({"tool": "no spaces allowed"}, "tool"),
             ({"tool": "x" * 65}, "tool"),
             ({"allowed": "perhaps"}, "allowed"),
+            ({"allowed": "yes"}, "allowed"),
+            ({"allowed": 1}, "allowed"),
             ({"success": "sometimes"}, "success"),
+            ({"success": "true"}, "success"),
             ({"extra": 1}, "extra"),
         ],
     )

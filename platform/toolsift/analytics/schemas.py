@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from ..kit.schemas import Schema, StoredSchema
 from ..tools.schemas import TOOL_NAME_PATTERN
@@ -14,8 +14,10 @@ class ToolCallCreate(StoredSchema):
 
     selection_id: UUID = Field(description="`selection_id` of the select that offered tools.")
     tool: str = Field(pattern=TOOL_NAME_PATTERN, description="Name of the tool the model called.")
-    allowed: bool = Field(description="Whether the call was allowed at execution time.")
-    success: bool | None = Field(default=None, description="Whether the call succeeded, if known.")
+    allowed: StrictBool = Field(description="Whether the call was allowed at execution time.")
+    success: StrictBool | None = Field(
+        default=None, description="Whether the call succeeded, if known."
+    )
 
 
 class ToolCallRead(Schema):

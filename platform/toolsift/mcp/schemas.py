@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from ..access.schemas import NAME_PATTERN
 from ..kit.schemas import ReadSchema, Schema, StoredSchema
@@ -76,8 +76,10 @@ class SourceCreate(StoredSchema):
         le=7 * 86400,
         description="Between scheduled syncs when the server gives no list TTL.",
     )
-    listen: bool = Field(default=True, description="Sync on tools/list_changed notifications.")
-    enabled: bool = True
+    listen: StrictBool = Field(
+        default=True, description="Sync on tools/list_changed notifications."
+    )
+    enabled: StrictBool = True
 
     @field_validator("headers")
     @classmethod
@@ -97,8 +99,8 @@ class SourceUpdate(StoredSchema):
     env: dict[str, str] | None = None
     default_permission: str | None = Field(default=None, pattern=NAME_PATTERN)
     sync_interval_seconds: int | None = Field(default=None, ge=60, le=7 * 86400)
-    listen: bool | None = None
-    enabled: bool | None = None
+    listen: StrictBool | None = None
+    enabled: StrictBool | None = None
 
     @field_validator("headers")
     @classmethod
@@ -167,7 +169,7 @@ class McpToolUpdate(Schema):
     """A per-tool permission instead of the source's default; `inherit` returns to it."""
 
     required_permission: str | None = Field(default=None, pattern=NAME_PATTERN)
-    inherit: bool = False
+    inherit: StrictBool = False
 
 
 class SyncRead(ReadSchema):

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
@@ -130,7 +130,7 @@ class ToolCreate(StoredSchema):
     required_permission: str | None = Field(
         default=None, pattern=NAME_PATTERN, description="Permission name; none means public."
     )
-    core: bool = Field(default=False, description="Always selected when allowed.")
+    core: StrictBool = Field(default=False, description="Always selected when allowed.")
     output_schema: dict[str, Any] | None = Field(
         default=None, description="MCP `outputSchema`: the shape of a structured result."
     )
@@ -171,7 +171,7 @@ class ToolUpdate(StoredSchema):
     input_schema: dict[str, Any] | None = None
     examples: list[str] | None = Field(default=None, max_length=50)
     required_permission: str | None = Field(default=None, pattern=NAME_PATTERN)
-    core: bool | None = None
+    core: StrictBool | None = None
 
     @field_validator("input_schema")
     @classmethod
