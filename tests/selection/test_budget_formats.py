@@ -84,3 +84,54 @@ def test_openai_counts_its_wrapper(agent: Caller) -> None:
     # Exactly what the wrapper adds: `{"type":"function","function":...}`, and `parameters`
     # for `input_schema`: 29 bytes a tool.
     assert measured(openai["tools"]) == openai["tokens"]
+
+
+def served_tools(response_text: str) -> str:
+    """The `tools` array as the server wrote it, compacted (no blanks outside strings)."""
+    start = response_text.index('"tools":[') + len('"tools":')
+    out: list[str] = []
+    depth, in_string, escaped = 0, False, False
+    for char in response_text[start:]:
+        if in_string:
+            out.append(char)
+            escaped, in_string = (
+                (not escaped and char == "\\"),
+                in_string and not (char == '"' and not escaped),
+            )
+            continue
+        if char in " \n":
+            continue
+        out.append(char)
+        in_string = char == '"'
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
+        if depth == 0:
+            break
+    return "".join(out)
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+def test_numbers_cost_what_the_server_writes_out(
+    admin: Caller, owner_conn: OwnerConn, fmt: str
+) -> None:
+    """jsonb prints numbers without an exponent: `1e308` is served as 309 digits and
+    `-1.5e-10` as `-0.00000000015`; the budget counts what is served."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "number", "maximum": 1e308, "minimum": -1.5e-10},
+            "step": {"type": "number", "multipleOf": 0.1, "default": 2.5, "enum": [1e20, 3]},
+        },
+    }
+    tool = {"name": "ledger_amount", "description": "An amount.", "input_schema": schema}
+    admin.ok(admin.post("/admin/v1/tools", tool), 201)
+    agent = agent_key(admin, [])
+    response = agent.select(QUERY, mode="bm25", format=fmt, budget_tokens=200_000)
+    body = response.json()
+    assert len(body["tools"]) == 1
+    wire = served_tools(response.text)
+    assert "1" + "0" * 308 in wire
+    assert "-0.00000000015" in wire
+    assert json.loads(wire) == body["tools"]  # compacting changed nothing but blanks
+    assert body["tokens"] == math.ceil(len(wire[1:-1].encode()) / 4)
+    listed = admin.ok(admin.get("/admin/v1/tools"))["items"]
+    assert body["tokens"] == listed[0]["token_costs"][fmt]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from decimal import Decimal
 from typing import Any, Literal, NamedTuple
 
 from ..models import Tool
@@ -61,8 +62,26 @@ def token_costs(tool: Tool) -> TokenCosts:
 
 def token_cost(tool: Tool, fmt: Format = "anthropic") -> int:
     """About 4 bytes of compact JSON per token: close enough to budget with, no tokenizer."""
-    body = json.dumps(render(tool, fmt), separators=(",", ":"), ensure_ascii=False)
-    return math.ceil(len(body.encode()) / 4)
+    definition = render(tool, fmt)
+    body = json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
+    return math.ceil((len(body.encode()) + _numbers_written_out(definition)) / 4)
+
+
+def _numbers_written_out(value: Any) -> int:
+    """Bytes the served definition's numbers take beyond Python's spelling of them.
+
+    The definition is served from jsonb, whose numbers are PostgreSQL numerics, printed
+    without an exponent: `1e308` goes out as 309 digits. A float arrives here as Python read
+    it from the request (and went to the database spelt as `repr`), so its served text is
+    the plain decimal of that spelling.
+    """
+    if isinstance(value, float):
+        return len(format(Decimal(repr(value)), "f")) - len(repr(value))
+    if isinstance(value, dict):
+        return sum(_numbers_written_out(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_numbers_written_out(v) for v in value)
+    return 0
 
 
 def content_hash(tool: Tool, permission: str | None) -> str:
