@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..kit.text import escape_unstorable, find_unstorable
 from ..tools.schemas import ToolCreate
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -76,7 +77,16 @@ def convert(
         remote = raw.get("name")
         if not isinstance(remote, str) or not remote:
             raise CatalogError("a tool has no name", field="tools[].name")
-        where = f"tools[{remote[:80]}]"
+        where = f"tools[{escape_unstorable(remote[:80])}]"
+        # The whole definition is stored as the server sent it (`_meta`, `icons` too); the
+        # schemas are checked as the tool's, below, where their depth counts from their root.
+        rest = {k: v for k, v in raw.items() if k not in ("inputSchema", "outputSchema")}
+        if (found := find_unstorable(rest)) is not None:
+            path, why = found
+            raise CatalogError(
+                f"{where}: {why} are not allowed (at {escape_unstorable(path)})",
+                field=f"{where}.{escape_unstorable(path)}",
+            )
         size = len(json.dumps(raw, ensure_ascii=False).encode())
         if size > MAX_DEFINITION_BYTES:
             raise CatalogError(

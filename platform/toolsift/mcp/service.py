@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session
 
 from ..access.service import REVIEW_PERMISSION, access
@@ -70,6 +71,10 @@ class Materialized:
     ids: dict[str, UUID]
     # created, updated, unchanged (the upsert's) or removed (a rejected definition's tool)
     statuses: dict[str, str]
+
+
+#: Review states an admin decided; a changed definition is held again.
+PINNED = ("approved", "rejected")
 
 
 def source_tag(source_id: UUID) -> str:
@@ -182,7 +187,9 @@ class McpService:
             if permission_id != source.default_permission_id:
                 source.default_permission_id = permission_id
                 session.flush()
-                self._materialize(session, source, self._rows(session, source.id))
+                # Only what the server still lists: a removed tool stays deleted.
+                listed = [r for r in self._rows(session, source.id) if r.removed_at is None]
+                self._materialize(session, source, listed)
         return source
 
     def delete(self, session: Session, source_id: UUID) -> None:
@@ -344,6 +351,12 @@ class McpService:
                     "give either inherit or required_permission", field="required_permission"
                 )
             row.permission_override, row.permission_id = False, None
+        elif "required_permission" not in data.model_fields_set:
+            # `{}` or `{"inherit": false}` once made the tool public (no permission at all).
+            raise Unprocessable(
+                "give required_permission (null for a public tool) or inherit: true",
+                field="required_permission",
+            )
         else:
             row.permission_override = True
             row.permission_id = self._permission_id(
@@ -386,7 +399,6 @@ class McpService:
             )
         now = _now()
         new: list[McpTool] = []
-        held = 0
         for remote, item in imported.items():
             row = rows.get(remote)
             findings = [f.as_dict() for f in screening.screen(item.definition)]
@@ -401,7 +413,7 @@ class McpService:
                 )
                 new.append(row)
             elif row.definition_hash != item.definition_hash:
-                pinned = row.review_state in ("approved", "rejected")
+                pinned = row.review_state in PINNED
                 row.review_state = "held" if (pinned or findings) else "clean"
                 row.findings = findings
                 row.updated_at = now
@@ -410,13 +422,22 @@ class McpService:
                 row.updated_at = now
             row.definition = item.definition
             row.definition_hash = item.definition_hash
-            held += row.review_state == "held"
+        self._carry_reviews(session, rows, new, imported)
         current = [r for r in rows.values() if r.remote_name in imported]
+        held = sum(r.review_state == "held" for r in [*current, *new])
         result = self._materialize(session, source, [*current, *new], imported=imported)
         for row in new:
             row.tool_id = result.ids[imported[row.remote_name].tool.name]
         claimed = {r.tool_id for r in current} | {r.tool_id for r in new}
         removed = 0
+        # An entry of a tool its server removed keeps the tool's id. When a listed entry takes
+        # that registry tool over (the name came back under another remote name, or another
+        # source now owns the freed name), the old entry goes: one entry per registry tool.
+        for stale in session.scalars(
+            select(McpTool).where(McpTool.tool_id.in_(claimed), McpTool.removed_at.is_not(None))
+        ):
+            if stale.source_id != source.id or stale.remote_name not in imported:
+                session.delete(stale)
         for row in rows.values():
             if row.remote_name in imported or row.removed_at is not None:
                 continue
@@ -489,6 +510,29 @@ class McpService:
         return claimed is not None
 
     # --- internals ---------------------------------------------------------------------------
+    def _carry_reviews(
+        self,
+        session: Session,
+        rows: Mapping[str, McpTool],
+        new: Sequence[McpTool],
+        imported: Mapping[str, Imported],
+    ) -> None:
+        """A new remote name whose registry name is that of an entry the server no longer
+        lists (a rename the prefix folds to the same name) is the same registry tool: an
+        approval or rejection of the old entry does not carry over to a changed definition,
+        so the tool is held again, as any changed pinned tool is."""
+        gone = {
+            r.tool_id: r
+            for r in rows.values()
+            if r.remote_name not in imported and r.removed_at is None and r.review_state in PINNED
+        }
+        if not gone or not new:
+            return
+        names = set(session.scalars(select(Tool.name).where(Tool.id.in_(list(gone)))))
+        for row in new:
+            if imported[row.remote_name].tool.name in names:
+                row.review_state = "held"
+
     def _rows(self, session: Session, source_id: UUID) -> list[McpTool]:
         return list(
             session.scalars(
@@ -660,6 +704,12 @@ def sync_source(
             except (CatalogError, AppError) as failure:
                 error = scrub(str(getattr(failure, "message", failure)), secrets)
                 field = failure.field
+            except (IntegrityError, DataError) as refused:
+                # A catalog the checks above let through but the database would not store:
+                # a bug of ours, recorded on the source (not a 500 that leaves it "healthy").
+                _log.exception("mcp sync of %s: the database refused the catalog", source_id)
+                reason = str(refused.orig).splitlines()[0] if refused.orig else type(refused)
+                error = scrub(f"the registry could not store this catalog: {reason}", secrets)
         assert error is not None
         mcp.record_failure(session, source, error, settings=settings)
         _log.warning("mcp sync of %s failed: %s", source_id, error)
@@ -715,7 +765,11 @@ def _default_prefix(name: str) -> str:
 def _check_url(url: str | None) -> str:
     if not url:
         raise Unprocessable("an http source needs a url", field="url")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsed only to be checked (out of range raises)
+    except ValueError as error:
+        raise Unprocessable(f"url is not a valid URL: {error}", field="url") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Unprocessable("url must be an http(s) URL with a host", field="url")
     if parts.username or parts.password:
