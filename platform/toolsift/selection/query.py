@@ -32,6 +32,10 @@ def build_query(request: SelectRequest) -> str:
     return expand_identifiers(scrub(" ".join(p for p in parts if p)))
 
 
+#: Used tools a select keeps at most, the most recently called first.
+MAX_USED_TOOLS = 64
+
+
 def used_tools(request: SelectRequest) -> list[str]:
     """Tools called in the conversation or the task, most recent first, without repeats."""
     names: list[str] = []
@@ -47,4 +51,6 @@ def used_tools(request: SelectRequest) -> list[str]:
     names += request.task.recent_tools
     # A name no registry tool can have (NUL, spaces, SQL) is dropped, not looked up.
     valid = (n for n in reversed(names) if _TOOL_NAME.fullmatch(n))
-    return list(dict.fromkeys(valid))
+    # The most recent few: a body of thousands of names cost a select 30 times its usual
+    # time, and no turn's prompt keeps that many used tools anyway.
+    return list(dict.fromkeys(valid))[:MAX_USED_TOOLS]
