@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -81,3 +82,14 @@ def test_a_token_is_never_an_argument() -> None:
         code=2,
     )
     assert "NOT_SET_ANYWHERE is not set" in missing
+
+
+@pytest.mark.usefixtures("env")
+def test_syncing_a_disabled_source_says_so(server: LiveServer, owner_conn: Any) -> None:
+    server.tools = [tool("subtract", "Subtracts two numbers.")]
+    tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
+    assert tenant
+    t = ["--tenant", tenant[1]]
+    run("mcp", "add", "srv", *t, "--url", server.url)
+    owner_conn.execute("UPDATE mcp_sources SET enabled = false WHERE name = 'srv'")
+    assert "source srv is disabled; enable it first" in run("mcp", "sync", "srv", *t, code=2)

@@ -156,7 +156,11 @@ def sync(source: Annotated[str, typer.Argument(help="Source name or id.")], tena
     """Sync a source now."""
     with _database() as database:
         with _session(database, tenant) as session:
-            source_id = _source(session, source).id
+            found = _source(session, source)
+            source_id, enabled = found.id, found.enabled
+        if not enabled:  # as the API answers it (409), not a quiet "skipped"
+            err.print(f"source {source} is disabled; enable it first")
+            raise typer.Exit(2)
         result = sync_source(
             database, tenant, source_id, settings=get_settings(), actor=audit.Actor("cli")
         )
