@@ -101,6 +101,20 @@ class TestSearchTools:
         assert result.is_error
         assert result.structured_content["error"]["field"] == field
 
+    def test_an_error_does_not_echo_a_long_value_back(
+        self, base_url: str, support_agent: Caller
+    ) -> None:
+        _, result = _call(base_url, support_agent.key, {"query": "q" * 40_000})
+        error = result.structured_content["error"]
+        assert error["field"] == "query"
+        assert len(error["message"]) < 400
+
+    def test_an_integral_number_is_a_valid_k(self, base_url: str, support_agent: Caller) -> None:
+        _, result = _call(base_url, support_agent.key, {"query": "order status", "k": 2.0})
+        assert not result.is_error, result.structured_content
+        _, as_int = _call(base_url, support_agent.key, {"query": "order status", "k": 2})
+        assert _names(result) == _names(as_int)
+
     def test_only_the_callers_permissions(self, base_url: str, admin: Caller, catalog: Any) -> None:
         support = agent_key(admin, ["support"], name="support-only")
         query = "refund the payment and delete the account"

@@ -82,7 +82,9 @@ def argument_error(arguments: dict[str, Any]) -> tuple[str, str] | None:
         return "query", "required"
     for error in _ARGUMENTS.iter_errors(arguments):
         path = [str(p) for p in error.instance_path] or ["arguments"]
-        return path[0] + "".join(f"[{i}]" for i in path[1:]), error.message
+        # The message quotes the value: a 32 KB query would come back whole.
+        message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
+        return path[0] + "".join(f"[{i}]" for i in path[1:]), message
     return None
 
 
@@ -94,7 +96,9 @@ def _request(arguments: dict[str, Any]) -> SelectRequest:
     }
     for name in ("roles", "k", "budget_tokens"):
         if name in arguments:
-            body[name] = arguments[name]
+            value = arguments[name]
+            # JSON Schema's "integer" admits 2.0; the select's strict fields do not.
+            body[name] = int(value) if isinstance(value, float) and value.is_integer() else value
     return SelectRequest.model_validate(body)
 
 
