@@ -16,10 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 # Code points that render as nothing (or reorder text) yet reach the model: zero-width
-# characters, bidirectional controls, the tag block (invisible ASCII look-alikes), BOM.
+# characters, bidirectional controls, the tag block (invisible ASCII look-alikes), BOM,
+# interlinear annotation marks, and variation selectors, which can carry a byte each after
+# an emoji ("emoji smuggling"). One text or emoji presentation selector (U+FE0E, U+FE0F)
+# after a visible character is how a plain emoji is spelt (❤️), so that alone is not flagged.
 _INVISIBLE = re.compile(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]"
+    "\u2060-\u206f\u3164\ufe00-\ufe0d\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
+    "\U000e0100-\U000e01ef]"
+    "|(?:^|(?<=[\ufe00-\ufe0f]))[\ufe0e\ufe0f]"
 )
 
 _RULES: list[tuple[str, re.Pattern[str]]] = [
@@ -53,6 +58,25 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
+        # Paths to keys and credentials have no business in a tool's description at all.
+        "secrets",
+        re.compile(
+            r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|/etc/(passwd|shadow)\b|\.aws/credentials"
+            r"|~/\.netrc|\.git-credentials"
+        ),
+    ),
+    (
+        # Asking for the conversation or the prompt itself to be sent or shown.
+        "exfiltration",
+        re.compile(
+            r"\b(output|print|reveal|repeat|show|include|send|leak|share|return)\b.{0,30}"
+            r"\bsystem prompt\b"
+            r"|\b(send|post|upload|forward|include|leak|share|copy|attach)\s+(the|your|this|all)\s+"
+            r"(full |whole |entire |complete )?(conversation|chat history|message history|"
+            r"previous messages)\b"
+        ),
+    ),
+    (
         "secrets",
         re.compile(
             r"\b(read|cat|open|send|include|print|reveal|exfiltrate|upload|pass|copy|attach)\b"
@@ -67,6 +91,9 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
             r"\b(before|after|instead of|first|also|always)\b.{0,40}\b(call|invoke|use|run|"
             r"execute|trigger)\b.{0,30}\b(the |another |other |any )?\w*[ _-]?(tools?|functions?)\b"
             r"|\b(call|invoke|run|execute)\b.{0,20}\b(the )?(tool|function)\b\s*[`'\"]?[A-Za-z_][\w.-]*"
+            # "you must call `delete_all_records` first": an order to call a named thing.
+            r"|\b(must|always|first|before)\b.{0,30}\b(call|invoke|run|execute|use)\b\s*[`'\"]"
+            r"[a-z][\w .-]{0,60}[`'\"]"
         ),
     ),
 ]
@@ -105,7 +132,8 @@ def _screen_text(field: str, value: str) -> Iterator[Finding]:
         yield Finding("invisible_unicode", field, f"U+{ord(match.group()):04X} at {match.start()}")
     # NFKC folds full-width and other look-alike letters before the word rules run.
     folded = unicodedata.normalize("NFKC", _INVISIBLE.sub("", value)).lower()
-    folded = re.sub(r"\s+", " ", folded)
+    # `ignore_all_previous_instructions` and `<important_note>` read as words too.
+    folded = re.sub(r"[\s_]+", " ", folded)
     for rule, pattern in _RULES:
         if match := pattern.search(folded):
             yield Finding(rule, field, _excerpt(folded, match.start(), match.end()))
