@@ -224,5 +224,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(health.router)
     # MCP for agents (streamable HTTP, agent key): `search_tools` runs the caller's select.
     mcp_endpoint = McpEndpoint(database, settings)
+    # `/mcp` itself too: the mount alone answers it with a 307 to `/mcp/`, before the key is
+    # looked at, and clients that do not follow a redirected POST then fail.
+    app.router.routes.append(Route("/mcp", mcp_endpoint, include_in_schema=False))
     app.mount("/mcp", mcp_endpoint)
     return app

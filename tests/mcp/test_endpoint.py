@@ -101,6 +101,27 @@ class TestSearchTools:
         assert result.is_error
         assert result.structured_content["error"]["field"] == field
 
+    def test_the_bare_path_serves_a_client_that_does_not_follow_redirects(
+        self, base_url: str, support_agent: Caller
+    ) -> None:
+        headers = {
+            "Authorization": f"Bearer {support_agent.key}",
+            "Accept": "application/json, text/event-stream",
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "plain", "version": "1"},
+            },
+        }
+        response = httpx.post(f"{base_url}/mcp", json=body, headers=headers)
+        assert response.status_code == 200, response.text
+        assert "toolsift" in response.text
+
     def test_an_error_does_not_echo_a_long_value_back(
         self, base_url: str, support_agent: Caller
     ) -> None:
@@ -157,9 +178,10 @@ class TestSearchTools:
     ) -> None:
         headers = {"Authorization": header} if header else {}
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        response = httpx.post(f"{base_url}/mcp/", json=body, headers=headers)
-        assert response.status_code == 401
-        assert response.json()["error"]["code"] == "unauthenticated"
+        for path in ("/mcp/", "/mcp"):  # the bare path too, not a redirect first
+            response = httpx.post(f"{base_url}{path}", json=body, headers=headers)
+            assert response.status_code == 401
+            assert response.json()["error"]["code"] == "unauthenticated"
 
     def test_an_admin_key_is_refused(self, base_url: str, admin: Caller) -> None:
         headers = {"Authorization": f"Bearer {admin.key}"}
