@@ -60,3 +60,17 @@ class TestFetch:
     def test_an_unreachable_url_is_a_clear_error(self) -> None:
         with pytest.raises(FetchError):
             fetch_catalog_sync("http://127.0.0.1:9/mcp", timeout=20)
+
+
+def test_a_reply_that_does_not_fit_the_protocol_is_named_where() -> None:
+    import mcp_types
+    from pydantic import ValidationError
+
+    from toolsift.mcp.fetch import describe_error
+
+    with pytest.raises(ValidationError) as caught:
+        mcp_types.ListToolsResult.model_validate(
+            {"tools": [{"name": "ok", "inputSchema": {"type": "object"}}, {"name": 5}]}
+        )
+    described = describe_error(caught.value)
+    assert described.startswith("the server's reply does not fit ListToolsResult: tools.1.")

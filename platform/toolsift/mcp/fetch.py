@@ -18,6 +18,7 @@ import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import ValidationError
 
 MAX_TOOLS = 10_000
 MAX_PAGES = 1_000
@@ -127,6 +128,11 @@ def describe_error(error: BaseException) -> str:
     """One line naming the failure, from the innermost useful error of a group."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    if isinstance(error, ValidationError):
+        # The server's reply did not fit the protocol: say where (`tools.3.inputSchema`).
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(root)"
+        return f"the server's reply does not fit {error.title}: {where}: {first['msg']}"[:500]
     text = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
 
