@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     embedding_http_token: str | None = None
     embedding_http_timeout: float = 10.0
     embedding_http_retries: int = 3
+    # A select waits this long for its query's embedding, then BM25 serves alone; the API's
+    # embedder does not retry (the worker's does), and after a failure it rests a few seconds.
+    embedding_query_timeout: float = Field(default=2.0, gt=0)
     # The outbox: how often the relay publishes, how long a published job may stay undone
     # before it is published again (a lost message, a killed worker), tools per embed task.
     # The interval is the floor of freshness: one update with nothing queued was searchable

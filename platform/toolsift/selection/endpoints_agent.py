@@ -25,8 +25,19 @@ def query_embedder(state: State) -> EmbeddingBackend | None:
         with _EMBEDDER_LOCK:
             embedder = getattr(state, "query_embedder", None)
             if embedder is None:
+                settings = state.settings
+                # A select cannot wait out the worker's retries and back-offs: one try, and no
+                # longer than the select waits anyway.
+                for_queries = settings.model_copy(
+                    update={
+                        "embedding_http_retries": 0,
+                        "embedding_http_timeout": min(
+                            settings.embedding_http_timeout, settings.embedding_query_timeout
+                        ),
+                    }
+                )
                 try:
-                    embedder = CachedBackend(get_backend(state.settings))
+                    embedder = CachedBackend(get_backend(for_queries))
                 except ValueError:
                     return None  # misconfigured: dense stays out, BM25 serves
                 state.query_embedder = embedder
@@ -43,7 +54,13 @@ async def select_tools(data: SelectRequest, key: PresentedKey, request: Request)
     note_select_mode(data.mode)
     await limit_async(request, key.key_hash, "agent")
     embedder = query_embedder(request.app.state) if data.mode != "bm25" else None
-    body = await selection_service.serve(request.app.state.hot_pool, key, data, embedder)
+    body = await selection_service.serve(
+        request.app.state.hot_pool,
+        key,
+        data,
+        embedder,
+        embedding_deadline=request.app.state.settings.embedding_query_timeout,
+    )
     # The database renders the body; FastAPI would only parse and validate it again.
     return Response(body, media_type="application/json")
 

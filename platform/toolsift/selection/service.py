@@ -87,13 +87,24 @@ def _wants_vector(call: dict[str, Any]) -> bool:
     return bool(call["mode"] != "bm25" and call["query"].strip())
 
 
+# Threads that compute query embeddings, per process, and the rest after a failure.
+_QUERY_THREADS = 4
+_EMBEDDER_REST_SECONDS = 5.0
+
+
 class SelectionService:
+    def __init__(self) -> None:
+        self._query_threads: anyio.CapacityLimiter | None = None
+        self._embedder_rests_until = 0.0
+
     async def serve(
         self,
         pool: HotPool,
         key: AgentKey,
         request: SelectRequest,
         embedder: EmbeddingBackend | None = None,
+        *,
+        embedding_deadline: float = 2.0,
     ) -> bytes:
         """The HTTP hot path: the response body, from one statement in one round trip.
 
@@ -105,7 +116,7 @@ class SelectionService:
         started = time.perf_counter()
         call = self._call(request, key.tenant_id, key.key_id, key.key_hash, request.roles)
         if embedder is not None and _wants_vector(call):
-            await anyio.to_thread.run_sync(self._embed, call, embedder)
+            await self._embed_within(call, embedder, embedding_deadline)
         async with pool.connection() as conn:
             call["elapsed_ms"] = (time.perf_counter() - started) * 1000
             try:
@@ -184,7 +195,33 @@ class SelectionService:
         body: str = row[0]
         return body
 
-    def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend) -> None:
+    async def _embed_within(
+        self, call: dict[str, Any], embedder: EmbeddingBackend, deadline: float
+    ) -> None:
+        """`_embed` off the event loop, for at most `deadline` seconds.
+
+        Its threads are few and its own: a slow embedding server cannot take the thread pool
+        that health checks and admin requests run on. Past the deadline the select goes on
+        without the vector (BM25 serves), and after a failure or a timeout the embedder rests
+        for a few seconds, so a burst of selects does not wait the deadline out one by one.
+        """
+        if time.monotonic() < self._embedder_rests_until:
+            return
+        if self._query_threads is None:
+            self._query_threads = anyio.CapacityLimiter(_QUERY_THREADS)
+        # The thread fills its own dict: one abandoned at the deadline must not write into
+        # the call while its statement is being sent.
+        found: dict[str, Any] = {"query": call["query"]}
+        with anyio.move_on_after(deadline) as scope:
+            await anyio.to_thread.run_sync(
+                self._embed, found, embedder, limiter=self._query_threads, abandon_on_cancel=True
+            )
+        if scope.cancelled_caught or "vector" not in found:
+            self._embedder_rests_until = time.monotonic() + _EMBEDDER_REST_SECONDS
+            return
+        call["vector"], call["model"] = found["vector"], found["model"]
+
+    def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend) -> bool:
         """Add the query vector and its model to the call.
 
         A missing backend (the caller's test) or an embedding failure leaves dense out
@@ -193,8 +230,9 @@ class SelectionService:
         try:
             vector = embedder.embed([call["query"]])[0]
         except EmbeddingError:
-            return
+            return False
         call["vector"], call["model"] = vector_literal(vector), embedder.model
+        return True
 
     def authorize(
         self, session: Session, principal: Principal, request: AuthorizeRequest

@@ -1,0 +1,113 @@
+"""A select's query embedding against an embedding server that hangs: BM25 serves on time,
+and nothing else in the API waits for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.fixtures.factories import PEPPER, new_tenant, tool_body
+from toolsift.app import create_app
+from toolsift.config import Settings
+from toolsift.db import Database
+
+HANG_SECONDS = 30.0
+DEADLINE = 0.5
+
+
+class HangingEmbeddings(ThreadingHTTPServer):
+    """`POST /v1/embeddings` that answers nothing for HANG_SECONDS; counts its requests."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                server.requests += 1
+                server.release.wait(HANG_SECONDS)
+                self.send_response(503)
+                self.end_headers()
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+@pytest.fixture
+def hanging() -> Iterator[HangingEmbeddings]:
+    server = HangingEmbeddings()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.release.set()
+    server.shutdown()
+
+
+@pytest.fixture
+def slow_client(
+    database_url: str, database: Database, hanging: HangingEmbeddings
+) -> Iterator[TestClient]:
+    settings = Settings(
+        env="testing",
+        database_url=database_url,
+        key_pepper=PEPPER,
+        embedding_backend="http",
+        embedding_http_url=hanging.url,
+        embedding_query_timeout=DEADLINE,
+    )
+    with TestClient(create_app(settings, database)) as test_client:
+        yield test_client
+
+
+def test_a_hanging_embedding_server_costs_a_select_its_deadline_not_its_retries(
+    slow_client: TestClient, database: Database, hanging: HangingEmbeddings
+) -> None:
+    admin = new_tenant(slow_client, database, "acme")
+    admin.ok(admin.post("/admin/v1/tools", tool_body("order_status", "Where an order is")), 201)
+    agent_key = admin.ok(
+        admin.post("/admin/v1/keys", {"name": "a", "scope": "agent", "roles": []}), 201
+    )["secret"]
+    headers = {"Authorization": f"Bearer {agent_key}"}
+    body = {"messages": [{"role": "user", "content": "where is my order"}], "mode": "hybrid"}
+
+    answers: list[Any] = []
+
+    def select(content: str) -> None:
+        request = {**body, "messages": [{"role": "user", "content": content}]}
+        answers.append(slow_client.post("/v1/select", json=request, headers=headers))
+
+    started = time.monotonic()
+    selects = [threading.Thread(target=select, args=(f"where is my order {i}",)) for i in range(8)]
+    for thread in selects:
+        thread.start()
+    health = slow_client.get("/healthz")
+    tenant = slow_client.get("/admin/v1/tenant", headers=admin.headers)
+    for thread in selects:
+        thread.join(timeout=HANG_SECONDS)
+    elapsed = time.monotonic() - started
+
+    # Far below the server's 30 s hang (and the worker's retries): each select gave up at its
+    # deadline, or did not ask while the embedder rested after the first failure.
+    assert elapsed < HANG_SECONDS / 3, elapsed
+    assert (health.status_code, tenant.status_code) == (200, 200)
+    assert len(answers) == 8
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        assert [t["name"] for t in answer.json()["tools"]] == ["order_status"]
+    # One try per select at most, never a retry.
+    assert hanging.requests <= 8
