@@ -30,6 +30,7 @@ from .access.service import access
 from .config import Settings, get_settings
 from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
+from .embedding.base import get_backend
 from .errors import AppError
 from .kit.interrupts import StickyInterrupt
 from .mcp.cli import app as mcp_app
@@ -131,6 +132,14 @@ def _worker_command(
     return command
 
 
+def _become(command: list[str]) -> NoReturn:
+    """Replace this process with `command`: a supervisor's SIGTERM then reaches Celery itself
+    (a child left behind by a killed parent kept embedding and scheduling)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
+
+
 @app.command()
 def worker(
     concurrency: Annotated[
@@ -151,8 +160,12 @@ def worker(
     for name, value in (("DATABASE_URL", settings.database_url), ("REDIS_URL", settings.redis_url)):
         if not value:
             _fail(f"{name} is not set (use `toolsift up` for the embedded stack)")
+    try:  # a backend that cannot work fails here, not in every task, retried forever
+        get_backend(settings)
+    except ValueError as error:
+        _fail(f"embedding: {error}")
     schedule = settings.data_dir / "celerybeat-schedule" if beat else None
-    raise typer.Exit(subprocess.call(_worker_command(concurrency, beat_schedule=schedule)))
+    _become(_worker_command(concurrency, beat_schedule=schedule))
 
 
 @app.command()
@@ -193,7 +206,7 @@ def beat(
     command = [sys.executable, "-m", "celery", "-A", "workers", "beat"]
     command += ["--loglevel", get_settings().log_level]
     command += ["--schedule", str(schedule)]
-    raise typer.Exit(subprocess.call(command))
+    _become(command)
 
 
 @app.command()

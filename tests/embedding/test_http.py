@@ -197,6 +197,13 @@ def test_malformed_answers_are_errors(body: Any) -> None:
     assert not isinstance(caught.value, EmbeddingUnavailable)
 
 
+def test_huge_finite_components_are_normalised_not_zeroed() -> None:
+    """The norm of [3e300, 4e300] overflows a float; the direction must survive it."""
+    body = {"data": [{"index": 0, "embedding": [3e300, 4e300, 0.0, 0.0]}]}
+    (vector,) = _backend(Recorder(httpx.Response(200, json=body))).embed(["a"])
+    assert vector == pytest.approx([0.6, 0.8, 0.0, 0.0])
+
+
 def test_non_json_answer_is_an_error() -> None:
     with pytest.raises(EmbeddingError, match="non-JSON"):
         _backend(Recorder(httpx.Response(200, text="<html>"))).embed(["x"])

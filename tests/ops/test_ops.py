@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,6 +283,17 @@ class TestRateLimits:
             server.stop()
 
 
+def _processes_marked(mark: str) -> list[int]:
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue  # gone, or not ours to read
+    return found
+
+
 def test_the_worker_logs_as_the_api_does(tmp_path: Path) -> None:
     """JSON lines through the same scrubbing handler: Redis unreachable, its URL's password
     is logged redacted, and nothing comes out in Celery's own text format."""
@@ -291,6 +303,8 @@ def test_the_worker_logs_as_the_api_does(tmp_path: Path) -> None:
         "TOOLSIFT_REDIS_URL": "redis://:hunter2secret@127.0.0.1:1/0",
         "TOOLSIFT_DATABASE_URL": "postgresql://x@127.0.0.1:1/x",
     }
+    mark = f"toolsift-test-{uuid.uuid4().hex}"
+    env["TOOLSIFT_TEST_MARK"] = mark
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         worker = subprocess.Popen(
@@ -301,8 +315,13 @@ def test_the_worker_logs_as_the_api_does(tmp_path: Path) -> None:
         while '"logger": "celery' not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
-        worker.terminate()
+        worker.terminate()  # SIGTERM, as a supervisor stops it
         worker.wait(timeout=30)
+    # Nothing of it is left running: the command became Celery, so Celery got the signal.
+    deadline = time.monotonic() + 15
+    while (left := _processes_marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == [], left
     records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert any(r["logger"].startswith("celery") for r in records), log.read_text()[-2000:]
     assert "hunter2secret" not in log.read_text()
@@ -375,3 +394,27 @@ def test_a_deadlock_victim_is_a_503_that_says_retry(database_url: str) -> None:
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "1"
     assert json.loads(bytes(response.body))["error"]["code"] == "conflict_retry"
+
+
+@pytest.mark.parametrize(
+    ("embedding", "said"),
+    [
+        ({"TOOLSIFT_EMBEDDING_BACKEND": "http"}, "needs embedding_http_url"),
+        ({"TOOLSIFT_EMBEDDING_DIMENSION": "768"}, "yields 384"),
+    ],
+)
+def test_the_worker_refuses_an_embedding_setup_that_cannot_work(
+    embedding: dict[str, str], said: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env |= {
+        "TOOLSIFT_REDIS_URL": "redis://127.0.0.1:1/0",
+        "TOOLSIFT_DATABASE_URL": "postgresql://x@127.0.0.1:1/x",
+        **embedding,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "toolsift.cli", "worker"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in done.stderr

@@ -145,7 +145,12 @@ class HttpBackend:
                 f"{self.model} returned dimension {got}, expected {self.dimension}"
             )
         # Servers differ on whether they normalise; the vector index assumes unit vectors.
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        if not np.all(np.isfinite(matrix)) or np.any(norms == 0):
-            raise EmbeddingError(f"{self.model} returned a zero or non-finite vector")
-        return (matrix / norms).tolist()  # type: ignore[no-any-return]
+        if not np.all(np.isfinite(matrix)):
+            raise EmbeddingError(f"{self.model} returned a non-finite vector")
+        # Scaled by the largest component first: the norm of huge (finite) components would
+        # overflow to inf and the vector would come out as zeros.
+        largest = np.max(np.abs(matrix), axis=1, keepdims=True)
+        if np.any(largest == 0):
+            raise EmbeddingError(f"{self.model} returned a zero vector")
+        scaled = matrix / largest
+        return (scaled / np.linalg.norm(scaled, axis=1, keepdims=True)).tolist()  # type: ignore[no-any-return]
