@@ -352,3 +352,45 @@ def _plan_nodes(node: dict[str, object]) -> list[dict[str, object]]:
     children = node.get("Plans", [])
     assert isinstance(children, list)
     return [node, *(n for child in children for n in _plan_nodes(child))]
+
+
+class RefusesPoison:
+    """An embedding server that refuses (HTTP 400) any batch holding a text with "poison"."""
+
+    model = "refusing-model"
+    dimension = 4
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        from toolsift.embedding.base import EmbeddingError
+
+        self.calls.append(len(texts))
+        if any("poison" in t for t in texts):
+            raise EmbeddingError("embedding server answered HTTP 400: input too long")
+        return [[1.0, float(len(t)), 0.0, 0.0] for t in texts]
+
+
+class TestARefusedText:
+    def test_does_not_keep_its_batch_mates_from_their_vectors_and_is_dropped_at_last(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        tools = [ToolCreate(name=f"t{i}", description=f"tool {i}") for i in range(5)]
+        _upsert(database, tenant_id, *tools, ToolCreate(name="bad", description="poison"))
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            jobs = list(session.scalars(text("SELECT id FROM outbox WHERE tenant_id = :t"),
+                                        {"t": tenant_id}))  # fmt: skip
+        backend = RefusesPoison()
+        result = service.embed_jobs(database, backend, tenant_id, jobs)
+        assert result.embedded == 5
+        assert sorted(_vectors(owner_conn, tenant_id)) == [f"t{i}" for i in range(5)]
+        assert _jobs(owner_conn, tenant_id) == [("embed", "bad", 1)]  # kept for a later try
+        for attempt in range(2, service.MAX_EMBED_ATTEMPTS + 1):
+            service.embed_jobs(database, backend, tenant_id, jobs)
+            left = owner_conn.execute(
+                "SELECT attempts FROM outbox WHERE tenant_id = %s", (tenant_id,)
+            ).fetchall()
+            assert left == ([] if attempt == service.MAX_EMBED_ATTEMPTS else [(attempt,)])
+        assert "bad" not in _vectors(owner_conn, tenant_id)

@@ -9,6 +9,7 @@ until a task has finished it.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -24,7 +25,9 @@ from sqlalchemy.orm import Session
 from ..db import ALL_PERMISSIONS, Database
 from ..lexical.analysis import split_identifier
 from ..models import Tool
-from .base import EmbeddingBackend, vector_literal
+from .base import EmbeddingBackend, EmbeddingError, EmbeddingUnavailable, vector_literal
+
+_log = logging.getLogger(__name__)
 
 EMBED = "embed"
 # Recompute even when a vector of the current version exists (`toolsift reindex --force`).
@@ -268,18 +271,16 @@ def embed_jobs(
             _PENDING, {"tenant_id": tenant_id, "jobs": jobs, "model": model, "reembed": REEMBED}
         ).all()
     todo = [r for r in rows if r.force or r.embedded_version != r.version]
-    vectors = (
-        backend.embed(
-            [
-                document_text(r.name, r.title, r.description, r.input_schema, r.examples)
-                for r in todo
-            ]
-        )
-        if todo
-        else []
-    )
+    texts = [
+        document_text(r.name, r.title, r.description, r.input_schema, r.examples) for r in todo
+    ]
+    computed, refused = _embed_isolating(backend, texts)
+    failed = [todo[i] for i in sorted(refused)]
+    todo = [r for i, r in enumerate(todo) if i not in refused]
+    vectors = [v for v in computed if v is not None]
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         stored = 0
+        done = _hold_refused(session, tenant_id, jobs, failed, refused, model) if failed else jobs
         if todo:
             stored_rows = session.execute(
                 _STORE,
@@ -293,10 +294,82 @@ def embed_jobs(
                 },
             )
             stored = _rowcount(stored_rows)
-        session.execute(_DONE, {"tenant_id": tenant_id, "jobs": jobs})
+        session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
             session.execute(_DROP_OTHER_MODELS, {"tenant_id": tenant_id, "model": model})
     return EmbedResult(jobs=len(jobs), embedded=stored, skipped=len(rows) - stored, model=model)
+
+
+def _embed_isolating(
+    backend: EmbeddingBackend, texts: list[str]
+) -> tuple[list[list[float] | None], dict[int, str]]:
+    """Vectors of `texts`, and why the backend refused those it refused, by index.
+
+    An embedding server that refuses a batch (HTTP 400: one text too long for the model,
+    say) is asked again text by text, so the one it cannot take does not keep its batch-mates
+    from their vectors. A server that is down raises (the task retries the whole batch).
+    """
+    if not texts:
+        return [], {}
+    try:
+        return list(backend.embed(texts)), {}
+    except EmbeddingUnavailable:
+        raise
+    except EmbeddingError as error:
+        if len(texts) == 1:
+            return [None], {0: str(error)}
+    vectors: list[list[float] | None] = []
+    refused: dict[int, str] = {}
+    for index, text_ in enumerate(texts):
+        try:
+            vectors.append(backend.embed([text_])[0])
+        except EmbeddingUnavailable:
+            raise
+        except EmbeddingError as error:
+            vectors.append(None)
+            refused[index] = str(error)
+    return vectors, refused
+
+
+#: Refusals of one tool's text before its job is dropped (it stays findable by BM25).
+MAX_EMBED_ATTEMPTS = 5
+
+_REFUSED_JOBS = text(
+    "UPDATE outbox SET attempts = attempts + 1 WHERE tenant_id = :tenant_id"
+    " AND id = ANY(:jobs) AND tool_id = ANY(:tools) RETURNING id, tool_id, attempts"
+).bindparams(bindparam("jobs", type_=_UUIDS), bindparam("tools", type_=_UUIDS))
+
+
+def _hold_refused(
+    session: Session,
+    tenant_id: UUID,
+    jobs: list[UUID],
+    failed: Sequence[Any],
+    refused: dict[int, str],
+    model: str,
+) -> list[UUID]:
+    """Count a refusal on the jobs of `failed` tools and keep them for a later try (the
+    relay publishes them again after their lease), or drop them after MAX_EMBED_ATTEMPTS,
+    logging the tool: returns the jobs this run is done with."""
+    reasons = {r.id: refused[i] for i, r in zip(sorted(refused), failed, strict=True)}
+    names = {r.id: r.name for r in failed}
+    kept: set[UUID] = set()
+    for job_id, tool_id, attempts in session.execute(
+        _REFUSED_JOBS, {"tenant_id": tenant_id, "jobs": jobs, "tools": list(reasons)}
+    ):
+        if attempts < MAX_EMBED_ATTEMPTS:
+            kept.add(job_id)
+            _log.warning(
+                "embedding: %s refused tool %s (%s), attempt %d of %d: %s",
+                model, names[tool_id], tool_id, attempts, MAX_EMBED_ATTEMPTS, reasons[tool_id],
+            )  # fmt: skip
+        else:
+            _log.error(
+                "embedding: %s refused tool %s (%s) %d times; giving up (it is found by BM25"
+                " only until it changes or is reindexed): %s",
+                model, names[tool_id], tool_id, attempts, reasons[tool_id],
+            )  # fmt: skip
+    return [j for j in jobs if j not in kept]
 
 
 # --- status ----------------------------------------------------------------------------------
