@@ -111,3 +111,26 @@ def test_a_hanging_embedding_server_costs_a_select_its_deadline_not_its_retries(
         assert [t["name"] for t in answer.json()["tools"]] == ["order_status"]
     # One try per select at most, never a retry.
     assert hanging.requests <= 8
+
+
+def test_stored_vectors_of_another_dimension_turn_dense_off_not_the_select(
+    client: TestClient, database: Database, owner_conn: Any
+) -> None:
+    """A model's dimension changed under the same name: pgvector cannot compare the two, and
+    the select answers from BM25 instead of failing with a 500."""
+    from tests.fixtures.factories import agent_key, embed_pending
+
+    admin = new_tenant(client, database, "acme")
+    for name in ("order_status", "refund_policy"):
+        admin.ok(admin.post("/admin/v1/tools", tool_body(name, f"The {name} tool")), 201)
+    embed_pending(database, admin.tenant_id)
+    owner_conn.execute(
+        "UPDATE tool_embeddings SET embedding = '[1,2,3]', dimension = 3 WHERE tool_id ="
+        " (SELECT id FROM tools WHERE name = 'refund_policy' AND tenant_id = %s)",
+        (admin.tenant_id,),
+    )
+    agent = agent_key(admin, [])
+    for mode in ("dense", "hybrid"):
+        response = agent.select("order status", mode=mode)
+        assert response.status_code == 200, response.text
+    assert agent.names("order status", mode="hybrid") == ["order_status"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -26,6 +27,7 @@ from . import bm25
 from .query import build_query, used_tools
 from .schemas import AuthorizeRequest, AuthorizeResponse, SelectRequest, SelectResponse
 
+_log = logging.getLogger(__name__)
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 # Ranked candidates considered for the budget: enough to skip big ones and try smaller ones.
@@ -120,6 +122,14 @@ class SelectionService:
         async with pool.connection() as conn:
             call["elapsed_ms"] = (time.perf_counter() - started) * 1000
             try:
+                cursor = await conn.execute(_SELECT, call)
+            except psycopg.errors.DataException as error:
+                if "vector dimensions" not in str(error):
+                    raise
+                # Stored vectors of the query's model have another dimension (the model's
+                # dimension was changed under the same name): BM25 serves, and it is said.
+                _log.error("dense search off for tenant %s: %s", key.tenant_id, error)
+                call["vector"] = call["model"] = None
                 cursor = await conn.execute(_SELECT, call)
             except psycopg.Error as error:
                 if (refusal := _refusal(error, request)) is None:
