@@ -56,6 +56,7 @@ def hanging() -> Iterator[HangingEmbeddings]:
     yield server
     server.release.set()
     server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture
@@ -134,3 +135,66 @@ def test_stored_vectors_of_another_dimension_turn_dense_off_not_the_select(
         response = agent.select("order status", mode=mode)
         assert response.status_code == 200, response.text
     assert agent.names("order status", mode="hybrid") == ["order_status"]
+
+
+class FixedEmbeddings(ThreadingHTTPServer):
+    """An OpenAI-compatible `/v1/embeddings` answering one fixed 384-d vector per input."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                import json
+
+                length = int(self.headers["Content-Length"])
+                inputs = json.loads(self.rfile.read(length))["input"]
+                data = [{"index": i, "embedding": [1.0] * 384} for i in range(len(inputs))]
+                body = json.dumps({"data": data, "model": "another-model"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def test_a_query_of_another_model_than_the_tenant_serves_counts_every_tool_missing(
+    database_url: str, database: Database, client: TestClient
+) -> None:
+    """The API embeds with a new model while the tenant still serves the old one: dense can
+    score nothing, and the answer says so instead of `missing_embeddings: 0`."""
+    from tests.fixtures.factories import agent_key, embed_pending
+
+    admin = new_tenant(client, database, "acme")
+    for name in ("order_status", "refund_policy"):
+        admin.ok(admin.post("/admin/v1/tools", tool_body(name, f"The {name} tool")), 201)
+    embed_pending(database, admin.tenant_id)  # every tool has a vector of the served model
+    agent = agent_key(admin, [])
+    served = agent.ok(agent.select("order status", mode="hybrid"))
+    assert served["missing_embeddings"] == 0
+
+    embeddings = FixedEmbeddings()
+    threading.Thread(target=embeddings.serve_forever, daemon=True).start()
+    settings = Settings(
+        env="testing",
+        database_url=database_url,
+        key_pepper=PEPPER,
+        embedding_backend="http",
+        embedding_http_url=f"http://127.0.0.1:{embeddings.server_address[1]}/v1",
+        embedding_http_model="another-model",
+    )
+    try:
+        with TestClient(create_app(settings, database)) as other_model:
+            headers = {"Authorization": f"Bearer {agent.key}"}
+            body = {"messages": [{"role": "user", "content": "order status"}], "mode": "hybrid"}
+            answer = other_model.post("/v1/select", json=body, headers=headers).json()
+    finally:
+        embeddings.shutdown()
+        embeddings.server_close()
+    assert answer["missing_embeddings"] == 2
+    assert [t["name"] for t in answer["tools"]] == ["order_status"]  # BM25 still serves

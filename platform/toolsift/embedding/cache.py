@@ -41,6 +41,8 @@ class CachedBackend:
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        # Set by the select path after a failure or a timeout: until then it does not ask.
+        self.rests_until = 0.0
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.datastructures import State
 
 from ..auth.deps import AgentContext, PresentedKey, limit_async
-from ..embedding.base import EmbeddingBackend, get_backend
+from ..embedding.base import get_backend
 from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
 from ..kit.routing import StrictJSONRoute
@@ -18,9 +18,9 @@ router = APIRouter(route_class=StrictJSONRoute, tags=["agent"], responses=ERRORS
 _EMBEDDER_LOCK = threading.Lock()
 
 
-def query_embedder(state: State) -> EmbeddingBackend | None:
+def query_embedder(state: State) -> CachedBackend | None:
     """One cached query embedder per app, made on first use (the model loads lazily)."""
-    embedder: EmbeddingBackend | None = getattr(state, "query_embedder", None)
+    embedder: CachedBackend | None = getattr(state, "query_embedder", None)
     if embedder is None:
         with _EMBEDDER_LOCK:
             embedder = getattr(state, "query_embedder", None)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from ..auth.deps import AgentKey, Principal
 from ..db import HotPool
 from ..embedding.base import EmbeddingBackend, EmbeddingError, vector_literal
+from ..embedding.cache import CachedBackend
 from ..errors import AppError, Forbidden, Unauthenticated
 from ..lexical.analysis import TEXT_SEARCH_CONFIG
 from ..models import Tool
@@ -97,14 +98,13 @@ _EMBEDDER_REST_SECONDS = 5.0
 class SelectionService:
     def __init__(self) -> None:
         self._query_threads: anyio.CapacityLimiter | None = None
-        self._embedder_rests_until = 0.0
 
     async def serve(
         self,
         pool: HotPool,
         key: AgentKey,
         request: SelectRequest,
-        embedder: EmbeddingBackend | None = None,
+        embedder: CachedBackend | None = None,
         *,
         embedding_deadline: float = 2.0,
     ) -> bytes:
@@ -206,7 +206,7 @@ class SelectionService:
         return body
 
     async def _embed_within(
-        self, call: dict[str, Any], embedder: EmbeddingBackend, deadline: float
+        self, call: dict[str, Any], embedder: CachedBackend, deadline: float
     ) -> None:
         """`_embed` off the event loop, for at most `deadline` seconds.
 
@@ -215,7 +215,7 @@ class SelectionService:
         without the vector (BM25 serves), and after a failure or a timeout the embedder rests
         for a few seconds, so a burst of selects does not wait the deadline out one by one.
         """
-        if time.monotonic() < self._embedder_rests_until:
+        if time.monotonic() < embedder.rests_until:
             return
         if self._query_threads is None:
             self._query_threads = anyio.CapacityLimiter(_QUERY_THREADS)
@@ -227,7 +227,7 @@ class SelectionService:
                 self._embed, found, embedder, limiter=self._query_threads, abandon_on_cancel=True
             )
         if scope.cancelled_caught or "vector" not in found:
-            self._embedder_rests_until = time.monotonic() + _EMBEDDER_REST_SECONDS
+            embedder.rests_until = time.monotonic() + _EMBEDDER_REST_SECONDS
             return
         call["vector"], call["model"] = found["vector"], found["model"]
 
