@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -23,34 +21,14 @@ from tests.fixtures.factories import (
     tool_body,
 )
 from tests.fixtures.factories import support_catalog as load_support_catalog
+from tests.fixtures.mcp import OPERATOR_KEY
 from tests.mcp.servers.live import LiveServer, tool
 from toolsift.config import Settings
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.tenants.service import tenant as tenant_service
 
-OPERATOR_KEY = "operator-test-key"
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_KEY}"}
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
-
-
-@pytest.fixture
-def settings(database_url: str) -> Settings:
-    """The root settings, plus what MCP sources need (their secrets are stored encrypted)."""
-    return Settings(
-        env="testing",
-        database_url=database_url,
-        key_pepper=PEPPER,
-        operator_key=OPERATOR_KEY,
-        secret_key="test-secret-key-for-mcp-sources",
-        mcp_stdio_commands=[sys.executable],
-    )
-
-
-@pytest.fixture
-def server() -> Iterator[LiveServer]:
-    live = LiveServer().start()
-    yield live
-    live.stop()
 
 
 def tenant_tables(conn: OwnerConn) -> list[str]:
