@@ -372,6 +372,16 @@ class RefusesPoison:
         return [[1.0, float(len(t)), 0.0, 0.0] for t in texts]
 
 
+def _republish_and_run(database: Database, backend: EmbeddingBackend) -> None:
+    """Relay (every job due again: a lease of 0) and run what it published, as the worker."""
+    published: list[tuple[UUID, list[UUID]]] = []
+    service.relay(
+        database, lambda t, jobs: published.append((t, jobs)), lease_seconds=0, batch_tools=64
+    )
+    for tenant_id, jobs in published:
+        service.embed_jobs(database, backend, tenant_id, jobs)
+
+
 class TestARefusedText:
     def test_does_not_keep_its_batch_mates_from_their_vectors_and_is_dropped_at_last(
         self, database: Database, owner_conn: OwnerConn
@@ -379,18 +389,37 @@ class TestARefusedText:
         tenant_id = _tenant(database)
         tools = [ToolCreate(name=f"t{i}", description=f"tool {i}") for i in range(5)]
         _upsert(database, tenant_id, *tools, ToolCreate(name="bad", description="poison"))
-        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-            jobs = list(session.scalars(text("SELECT id FROM outbox WHERE tenant_id = :t"),
-                                        {"t": tenant_id}))  # fmt: skip
         backend = RefusesPoison()
-        result = service.embed_jobs(database, backend, tenant_id, jobs)
-        assert result.embedded == 5
+        _republish_and_run(database, backend)
         assert sorted(_vectors(owner_conn, tenant_id)) == [f"t{i}" for i in range(5)]
         assert _jobs(owner_conn, tenant_id) == [("embed", "bad", 1)]  # kept for a later try
-        for attempt in range(2, service.MAX_EMBED_ATTEMPTS + 1):
-            service.embed_jobs(database, backend, tenant_id, jobs)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            assert service.status(session, tenant_id).refused_jobs == 1
+        for refusal in range(2, service.MAX_EMBED_REFUSALS + 1):
+            # Publishes alone (a worker outage republishes a job many times) do not count.
+            owner_conn.execute("UPDATE outbox SET attempts = attempts + 10")
+            _republish_and_run(database, backend)
             left = owner_conn.execute(
-                "SELECT attempts FROM outbox WHERE tenant_id = %s", (tenant_id,)
+                "SELECT refusals FROM outbox WHERE tenant_id = %s", (tenant_id,)
             ).fetchall()
-            assert left == ([] if attempt == service.MAX_EMBED_ATTEMPTS else [(attempt,)])
+            assert left == ([] if refusal == service.MAX_EMBED_REFUSALS else [(refusal,)])
         assert "bad" not in _vectors(owner_conn, tenant_id)
+
+    def test_the_status_shows_a_model_change_in_progress(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, *(ToolCreate(name=f"t{i}") for i in range(3)))
+        _republish_and_run(database, RefusesPoison())  # serves "refusing-model" now
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            service.reindex(session, tenant_id, force=True)
+            jobs = list(session.scalars(text("SELECT id FROM outbox WHERE tenant_id = :t"),
+                                        {"t": tenant_id}))  # fmt: skip
+
+        class NextModel(RefusesPoison):
+            model = "next-model"
+
+        service.embed_jobs(database, NextModel(), tenant_id, jobs[:2])
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            status = service.status(session, tenant_id)
+        assert (status.model, status.other_models) == ("refusing-model", {"next-model": 2})

@@ -12,6 +12,14 @@ class EmbeddingStatusRead(BaseModel):
     stale: int = Field(description="Live tools whose vector is of an older version (it serves).")
     missing: int = Field(description="Live tools with no vector in the served model.")
     pending_jobs: int = Field(description="Embedding jobs not finished yet.")
+    refused_jobs: int = Field(
+        description="Pending jobs whose text the embedding server refused at least once (the"
+        " worker log names the tool); dropped after five refusals."
+    )
+    other_models: dict[str, int] = Field(
+        description="Vectors of models other than the served one, by model: a model change in"
+        " progress (the new model takes over once it covers every live tool)."
+    )
 
 
 class ReindexResult(BaseModel):

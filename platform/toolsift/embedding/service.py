@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -332,11 +332,11 @@ def _embed_isolating(
 
 
 #: Refusals of one tool's text before its job is dropped (it stays findable by BM25).
-MAX_EMBED_ATTEMPTS = 5
+MAX_EMBED_REFUSALS = 5
 
 _REFUSED_JOBS = text(
-    "UPDATE outbox SET attempts = attempts + 1 WHERE tenant_id = :tenant_id"
-    " AND id = ANY(:jobs) AND tool_id = ANY(:tools) RETURNING id, tool_id, attempts"
+    "UPDATE outbox SET refusals = refusals + 1 WHERE tenant_id = :tenant_id"
+    " AND id = ANY(:jobs) AND tool_id = ANY(:tools) RETURNING id, tool_id, refusals"
 ).bindparams(bindparam("jobs", type_=_UUIDS), bindparam("tools", type_=_UUIDS))
 
 
@@ -349,25 +349,25 @@ def _hold_refused(
     model: str,
 ) -> list[UUID]:
     """Count a refusal on the jobs of `failed` tools and keep them for a later try (the
-    relay publishes them again after their lease), or drop them after MAX_EMBED_ATTEMPTS,
+    relay publishes them again after their lease), or drop them after MAX_EMBED_REFUSALS,
     logging the tool: returns the jobs this run is done with."""
     reasons = {r.id: refused[i] for i, r in zip(sorted(refused), failed, strict=True)}
     names = {r.id: r.name for r in failed}
     kept: set[UUID] = set()
-    for job_id, tool_id, attempts in session.execute(
+    for job_id, tool_id, refusals in session.execute(
         _REFUSED_JOBS, {"tenant_id": tenant_id, "jobs": jobs, "tools": list(reasons)}
     ):
-        if attempts < MAX_EMBED_ATTEMPTS:
+        if refusals < MAX_EMBED_REFUSALS:
             kept.add(job_id)
             _log.warning(
                 "embedding: %s refused tool %s (%s), attempt %d of %d: %s",
-                model, names[tool_id], tool_id, attempts, MAX_EMBED_ATTEMPTS, reasons[tool_id],
+                model, names[tool_id], tool_id, refusals, MAX_EMBED_REFUSALS, reasons[tool_id],
             )  # fmt: skip
         else:
             _log.error(
                 "embedding: %s refused tool %s (%s) %d times; giving up (it is found by BM25"
                 " only until it changes or is reindexed): %s",
-                model, names[tool_id], tool_id, attempts, reasons[tool_id],
+                model, names[tool_id], tool_id, refusals, reasons[tool_id],
             )  # fmt: skip
     return [j for j in jobs if j not in kept]
 
@@ -383,6 +383,8 @@ class EmbeddingStatus:
     stale: int
     missing: int
     pending_jobs: int
+    refused_jobs: int = 0
+    other_models: dict[str, int] = field(default_factory=dict)
 
 
 _STATUS = text(
@@ -393,7 +395,12 @@ _STATUS = text(
            count(*) FILTER (WHERE e.version = t.version),
            count(*) FILTER (WHERE e.version < t.version),
            count(*) FILTER (WHERE e.version IS NULL),
-           (SELECT count(*) FROM outbox WHERE tenant_id = :tenant_id)
+           (SELECT count(*) FROM outbox WHERE tenant_id = :tenant_id),
+           (SELECT count(*) FROM outbox WHERE tenant_id = :tenant_id AND refusals > 0),
+           (SELECT coalesce(jsonb_object_agg(x.model, x.n), '{}')
+              FROM (SELECT model, count(*) AS n FROM tool_embeddings
+                     WHERE tenant_id = :tenant_id AND model IS DISTINCT FROM (SELECT model FROM m)
+                     GROUP BY model) x)
     FROM tools t
     LEFT JOIN tool_embeddings e
            ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = (SELECT model FROM m)
