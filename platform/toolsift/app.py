@@ -22,7 +22,7 @@ from .access import endpoints_admin as access_endpoints
 from .analytics import endpoints_admin as analytics_endpoints
 from .analytics import endpoints_agent as feedback_endpoints
 from .config import Settings, get_settings
-from .db import Database, HotPool
+from .db import Database, HotPool, tenant_gone
 from .embedding import endpoints_admin as embedding_endpoints
 from .errors import AppError, TenantDeleted
 from .kit.limits import BodyLimit
@@ -67,15 +67,6 @@ async def _app_error(_request: Request, error: Exception) -> JSONResponse:
 _log = logging.getLogger(__name__)
 
 
-def _tenant_deleted(error: Exception) -> bool:
-    """A write of a tenant that the operator deleted while the request ran: its row is gone,
-    so the foreign key every tenant table has to `tenants` refuses the write."""
-    cause = error.orig if isinstance(error, DBAPIError) else error
-    return isinstance(cause, psycopg.errors.ForeignKeyViolation) and (
-        cause.diag.constraint_name or ""
-    ).endswith("_tenant_id_tenants")
-
-
 async def _database_error(_request: Request, error: Exception) -> JSONResponse:
     """The database went away (restart, failover, pool exhausted): 503, retry later.
 
@@ -83,7 +74,7 @@ async def _database_error(_request: Request, error: Exception) -> JSONResponse:
     the dead connections and the next request reconnects without an API restart. A request
     whose tenant was deleted under it gets the 401 its key gets from now on.
     """
-    if _tenant_deleted(error):
+    if tenant_gone(error):
         return await _app_error(_request, TenantDeleted())
     if isinstance(error, psycopg.Error):
         raise error

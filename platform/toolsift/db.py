@@ -13,7 +13,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 from .config import APP_ROLE, libpq_url, normalise_database_url
@@ -44,6 +44,15 @@ def _as_app_role(dbapi_connection: Any, _record: Any) -> None:
         if cursor.fetchone()[0] != APP_ROLE:
             cursor.execute(f"SET ROLE {APP_ROLE}")
     dbapi_connection.commit()
+
+
+def tenant_gone(error: BaseException) -> bool:
+    """Whether a write failed because its tenant was deleted while the request ran: every
+    tenant table's foreign key to `tenants` is named `fk_<table>_tenant_id_tenants`."""
+    cause = error.orig if isinstance(error, DBAPIError) else error
+    return isinstance(cause, psycopg.errors.ForeignKeyViolation) and (
+        cause.diag.constraint_name or ""
+    ).endswith("_tenant_id_tenants")
 
 
 def as_observer(session: Session) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
+from ..db import tenant_gone
 from ..errors import NotFound
 from ..models import ToolCall
 from . import schemas
@@ -164,9 +165,9 @@ class AnalyticsService:
             # The selection was deleted since it was read (by retention, or with its tenant):
             # a 404, as for one that never was. A violation of the key to `tenants` goes on
             # to the app's handler, which answers it as the 401 of a deleted tenant.
-            if isinstance(error.orig, psycopg.errors.ForeignKeyViolation) and not (
-                error.orig.diag.constraint_name or ""
-            ).endswith("_tenant_id_tenants"):
+            if isinstance(error.orig, psycopg.errors.ForeignKeyViolation) and not tenant_gone(
+                error
+            ):
                 raise NotFound("no such selection", field="selection_id") from error
             raise
         return ToolCallRead(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -275,12 +275,12 @@ def embed_jobs(
         document_text(r.name, r.title, r.description, r.input_schema, r.examples) for r in todo
     ]
     computed, refused = _embed_isolating(backend, texts)
-    failed = [todo[i] for i in sorted(refused)]
+    failed = {todo[i].id: (todo[i].name, reason) for i, reason in refused.items()}
     todo = [r for i, r in enumerate(todo) if i not in refused]
     vectors = [v for v in computed if v is not None]
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         stored = 0
-        done = _hold_refused(session, tenant_id, jobs, failed, refused, model) if failed else jobs
+        done = _hold_refused(session, tenant_id, jobs, failed, model) if failed else jobs
         if todo:
             stored_rows = session.execute(
                 _STORE,
@@ -344,30 +344,28 @@ def _hold_refused(
     session: Session,
     tenant_id: UUID,
     jobs: list[UUID],
-    failed: Sequence[Any],
-    refused: dict[int, str],
+    failed: Mapping[UUID, tuple[str, str]],
     model: str,
 ) -> list[UUID]:
-    """Count a refusal on the jobs of `failed` tools and keep them for a later try (the
-    relay publishes them again after their lease), or drop them after MAX_EMBED_REFUSALS,
-    logging the tool: returns the jobs this run is done with."""
-    reasons = {r.id: refused[i] for i, r in zip(sorted(refused), failed, strict=True)}
-    names = {r.id: r.name for r in failed}
+    """Count a refusal on the jobs of the `failed` tools (id: name and the server's reason)
+    and keep them for a later try (the relay publishes them again after their lease), or drop
+    them after MAX_EMBED_REFUSALS, logging the tool: returns the jobs this run is done with."""
     kept: set[UUID] = set()
     for job_id, tool_id, refusals in session.execute(
-        _REFUSED_JOBS, {"tenant_id": tenant_id, "jobs": jobs, "tools": list(reasons)}
+        _REFUSED_JOBS, {"tenant_id": tenant_id, "jobs": jobs, "tools": list(failed)}
     ):
+        name, reason = failed[tool_id]
         if refusals < MAX_EMBED_REFUSALS:
             kept.add(job_id)
             _log.warning(
                 "embedding: %s refused tool %s (%s), attempt %d of %d: %s",
-                model, names[tool_id], tool_id, refusals, MAX_EMBED_REFUSALS, reasons[tool_id],
+                model, name, tool_id, refusals, MAX_EMBED_REFUSALS, reason,
             )  # fmt: skip
         else:
             _log.error(
                 "embedding: %s refused tool %s (%s) %d times; giving up (it is found by BM25"
                 " only until it changes or is reindexed): %s",
-                model, names[tool_id], tool_id, refusals, reasons[tool_id],
+                model, name, tool_id, refusals, reason,
             )  # fmt: skip
     return [j for j in jobs if j not in kept]
 

@@ -521,14 +521,14 @@ class McpService:
         lists (a rename the prefix folds to the same name) is the same registry tool: an
         approval or rejection of the old entry does not carry over to a changed definition,
         so the tool is held again, as any changed pinned tool is."""
-        gone = {
-            r.tool_id: r
+        gone = [
+            r.tool_id
             for r in rows.values()
             if r.remote_name not in imported and r.removed_at is None and r.review_state in PINNED
-        }
+        ]
         if not gone or not new:
             return
-        names = set(session.scalars(select(Tool.name).where(Tool.id.in_(list(gone)))))
+        names = set(session.scalars(select(Tool.name).where(Tool.id.in_(gone))))
         for row in new:
             if imported[row.remote_name].tool.name in names:
                 row.review_state = "held"
@@ -708,7 +708,7 @@ def sync_source(
                 # A catalog the checks above let through but the database would not store:
                 # a bug of ours, recorded on the source (not a 500 that leaves it "healthy").
                 _log.exception("mcp sync of %s: the database refused the catalog", source_id)
-                reason = str(refused.orig).splitlines()[0] if refused.orig else type(refused)
+                reason = str(refused.orig).splitlines()[0]
                 error = scrub(f"the registry could not store this catalog: {reason}", secrets)
         assert error is not None
         mcp.record_failure(session, source, error, settings=settings)

@@ -62,5 +62,5 @@ class OutboxJob(TenantScoped, Base):
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     # Times the embedding server refused this job's text (not publishes, which `attempts`
-    # counts): the job is dropped after `embedding.service.MAX_EMBED_ATTEMPTS`.
+    # counts): the job is dropped after `embedding.service.MAX_EMBED_REFUSALS`.
     refusals: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

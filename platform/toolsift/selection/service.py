@@ -231,7 +231,7 @@ class SelectionService:
             return
         call["vector"], call["model"] = found["vector"], found["model"]
 
-    def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend) -> bool:
+    def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend) -> None:
         """Add the query vector and its model to the call.
 
         A missing backend (the caller's test) or an embedding failure leaves dense out
@@ -240,9 +240,8 @@ class SelectionService:
         try:
             vector = embedder.embed([call["query"]])[0]
         except EmbeddingError:
-            return False
+            return
         call["vector"], call["model"] = vector_literal(vector), embedder.model
-        return True
 
     def authorize(
         self, session: Session, principal: Principal, request: AuthorizeRequest
