@@ -150,9 +150,10 @@ def test_a_selection_deleted_while_its_call_is_stored_is_a_404(
     """Retention (or the tenant's delete) removes the selection after the call has read it:
     the insert's foreign key fails, and the answer is the 404 of a missing selection."""
     import threading
-    import time
 
     import psycopg
+
+    from tests.fixtures.db import wait_for_lock_waiters
 
     sid = selection["selection_id"]
     answer: dict[str, Any] = {}
@@ -164,15 +165,7 @@ def test_a_selection_deleted_while_its_call_is_stored_is_a_404(
             target=lambda: answer.update(response=support_agent.post("/v1/tool-calls", body))
         )
         call.start()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            row = owner_conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()"
-            ).fetchone()
-            if row is not None and row[0] >= 1:
-                break
-            time.sleep(0.05)
+        wait_for_lock_waiters(owner_conn, 1)
         deleting.commit()
         call.join(timeout=30)
     response = answer["response"]

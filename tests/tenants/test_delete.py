@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from psycopg import sql
 
+from tests.fixtures.db import wait_for_lock_waiters
 from tests.fixtures.factories import (
     PEPPER,
     Caller,
@@ -158,19 +159,6 @@ class TestDeleteTenant:
         assert delete(client, admin.tenant_id).status_code == 204
         error = delete(client, admin.tenant_id).json()["error"]
         assert (error["code"], error["field"]) == ("not_found", "tenant_id")
-
-
-def wait_for_lock_waiters(conn: OwnerConn, count: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        ).fetchone()
-        if row is not None and row[0] >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} requests waited on the deleting transaction")
 
 
 def create_keys_until(caller: Caller, stop: threading.Event, statuses: list[int]) -> None:
