@@ -372,6 +372,30 @@ class RefusesPoison:
         return [[1.0, float(len(t)), 0.0, 0.0] for t in texts]
 
 
+class TakesAll(RefusesPoison):
+    model = "old-model"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[0.0, 1.0, float(len(t)), 0.0] for t in texts]
+
+
+def _served(owner_conn: OwnerConn, tenant_id: UUID) -> object:
+    row = owner_conn.execute(
+        "SELECT embedding_model FROM tenants WHERE id = %s", (tenant_id,)
+    ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _refusals(owner_conn: OwnerConn, tenant_id: UUID) -> list[tuple[object, ...]]:
+    return owner_conn.execute(
+        "SELECT t.name, r.model, r.version FROM embedding_refusals r"
+        " JOIN tools t ON t.tenant_id = r.tenant_id AND t.id = r.tool_id"
+        " WHERE r.tenant_id = %s ORDER BY t.name, r.model",
+        (tenant_id,),
+    ).fetchall()
+
+
 def _republish_and_run(database: Database, backend: EmbeddingBackend) -> None:
     """Relay (every job due again: a lease of 0) and run what it published, as the worker."""
     published: list[tuple[UUID, list[UUID]]] = []
@@ -404,6 +428,53 @@ class TestARefusedText:
             ).fetchall()
             assert left == ([] if refusal == service.MAX_EMBED_REFUSALS else [(refusal,)])
         assert "bad" not in _vectors(owner_conn, tenant_id)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            status = service.status(session, tenant_id)
+        assert (status.refused_jobs, status.refused_tools, status.missing) == (0, 1, 1)
+        [refused] = status.refused
+        assert (refused.name, refused.model, refused.version) == ("bad", "refusing-model", 1)
+        assert "HTTP 400: input too long" in refused.reason
+
+    def test_a_model_change_does_not_wait_for_a_text_the_new_model_refuses(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="ok", description="fine"))
+        _upsert(database, tenant_id, ToolCreate(name="bad", description="poison"))
+        _republish_and_run(database, TakesAll())
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            service.reindex(session, tenant_id, force=True)
+        for _ in range(service.MAX_EMBED_REFUSALS):
+            assert _served(owner_conn, tenant_id) == "old-model"  # "bad" may yet be embedded
+            _republish_and_run(database, RefusesPoison())
+        assert _served(owner_conn, tenant_id) == "refusing-model"
+        assert _vectors(owner_conn, tenant_id) == {"ok": ("refusing-model", 1, 4, None)}
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            status = service.status(session, tenant_id)
+        assert (status.missing, status.refused_tools, status.other_models) == (1, 1, {})
+        # A new version is tried again, and its vector settles the refusal.
+        _upsert(database, tenant_id, ToolCreate(name="bad", description="now harmless"))
+        _republish_and_run(database, RefusesPoison())
+        assert _vectors(owner_conn, tenant_id)["bad"] == ("refusing-model", 2, 4, None)
+        assert _refusals(owner_conn, tenant_id) == []
+
+    def test_a_server_that_refuses_everything_never_replaces_a_working_model(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="a", description="poison one"))
+        _upsert(database, tenant_id, ToolCreate(name="b", description="poison two"))
+        _republish_and_run(database, TakesAll())
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            service.reindex(session, tenant_id, force=True)
+        for _ in range(service.MAX_EMBED_REFUSALS):
+            _republish_and_run(database, RefusesPoison())
+        assert _served(owner_conn, tenant_id) == "old-model"
+        assert {v[0] for v in _vectors(owner_conn, tenant_id).values()} == {"old-model"}
+        assert [r[:2] for r in _refusals(owner_conn, tenant_id)] == [
+            ("a", "refusing-model"),
+            ("b", "refusing-model"),
+        ]
 
     def test_the_status_shows_a_model_change_in_progress(
         self, database: Database, owner_conn: OwnerConn

@@ -27,7 +27,7 @@ from toolsift.db import ALL_PERMISSIONS, Database, set_permissions, set_tenant
 from toolsift.mcp.fetch import Catalog
 from toolsift.mcp.schemas import SourceCreate
 from toolsift.mcp.service import mcp
-from toolsift.models import SelectionLog, Tool, ToolCall, ToolEmbedding
+from toolsift.models import EmbeddingRefusal, SelectionLog, Tool, ToolCall, ToolEmbedding
 from toolsift.security import audit
 from toolsift.tenants.schemas import TenantCreate
 from toolsift.tenants.service import tenant as tenant_service
@@ -331,6 +331,15 @@ def _seed(database: Database, name: str) -> Seeded:
                 embedding=[1.0, 0.0, 0.0],
                 required_permission_id=restricted_tool.required_permission_id,
                 position=restricted_tool.position,
+            )
+        )
+        session.add(
+            EmbeddingRefusal(
+                tenant_id=tenant_id,
+                tool_id=restricted_tool.id,
+                model="next-model",
+                version=restricted_tool.version,
+                reason="embedding server answered HTTP 400: input too long",
             )
         )
         log = SelectionLog(

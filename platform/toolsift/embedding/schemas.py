@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
 
 
@@ -20,6 +22,22 @@ class EmbeddingStatusRead(BaseModel):
         description="Vectors of models other than the served one, by model: a model change in"
         " progress (the new model takes over once it covers every live tool)."
     )
+    refused_tools: int = Field(
+        description="Live tools the embedding server refused five times at their current"
+        " version: no vector (BM25 finds them), a model change does not wait for them, and a"
+        " new version or a reindex tries again."
+    )
+    refused: list[RefusedToolRead] = Field(
+        description="The first 100 of those, in registry order, with the server's reason."
+    )
+
+
+class RefusedToolRead(BaseModel):
+    name: str
+    model: str
+    version: int = Field(description="The version whose text was refused.")
+    reason: str = Field(description="What the embedding server answered.")
+    refused_at: datetime
 
 
 class ReindexResult(BaseModel):

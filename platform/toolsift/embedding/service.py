@@ -14,6 +14,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -233,8 +234,10 @@ _DONE = text("DELETE FROM outbox WHERE tenant_id = :tenant_id AND id = ANY(:jobs
     bindparam("jobs", type_=_UUIDS)
 )
 
-# A new model takes over once every live tool has a vector in it; until then the old one
-# keeps serving. A tenant with no model yet takes the first one at once. The CASE fixes the
+# A new model takes over once every live tool has a vector in it or was refused by it for
+# good at its current version (`embedding_refusals`: it stays findable by BM25), and at least
+# one vector exists, so a server that refuses everything never replaces a working model; until
+# then the old one keeps serving. A tenant with no model yet takes the first one at once. The CASE fixes the
 # order: with the OR of an AND list, PostgreSQL checked the catalog (an anti-join over every
 # live tool, quadratic under a bad plan) before the cheap "already served" test, in every
 # task; at 256 tools that was 14-57 ms of a task's 19-93 ms of statements.
@@ -250,14 +253,25 @@ _SWITCH = text(
               WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL
                 AND NOT EXISTS (SELECT 1 FROM tool_embeddings e
                                 WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id
-                                  AND e.model = :model))
+                                  AND e.model = :model)
+                AND NOT EXISTS (SELECT 1 FROM embedding_refusals r
+                                WHERE r.tenant_id = t.tenant_id AND r.tool_id = t.id
+                                  AND r.model = :model AND r.version = t.version))
+              AND EXISTS (SELECT 1 FROM tool_embeddings e
+                          WHERE e.tenant_id = :tenant_id AND e.model = :model)
           END
     RETURNING id
     """
 )
-_DROP_OTHER_MODELS = text(
-    "DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND model <> :model"
+_DROP_OTHER_MODELS = (
+    text("DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND model <> :model"),
+    text("DELETE FROM embedding_refusals WHERE tenant_id = :tenant_id AND model <> :model"),
 )
+# A vector stored settles an earlier refusal (a reindex, or a server that now takes the text).
+_SETTLED = text(
+    "DELETE FROM embedding_refusals"
+    " WHERE tenant_id = :tenant_id AND model = :model AND tool_id = ANY(:ids)"
+).bindparams(bindparam("ids", type_=_UUIDS))
 
 
 def embed_jobs(
@@ -275,7 +289,7 @@ def embed_jobs(
         document_text(r.name, r.title, r.description, r.input_schema, r.examples) for r in todo
     ]
     computed, refused = _embed_isolating(backend, texts)
-    failed = {todo[i].id: (todo[i].name, reason) for i, reason in refused.items()}
+    failed = {todo[i].id: (todo[i].name, todo[i].version, reason) for i, reason in refused.items()}
     todo = [r for i, r in enumerate(todo) if i not in refused]
     vectors = [v for v in computed if v is not None]
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
@@ -294,9 +308,13 @@ def embed_jobs(
                 },
             )
             stored = _rowcount(stored_rows)
+            session.execute(
+                _SETTLED, {"tenant_id": tenant_id, "model": model, "ids": [r.id for r in todo]}
+            )
         session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
-            session.execute(_DROP_OTHER_MODELS, {"tenant_id": tenant_id, "model": model})
+            for statement in _DROP_OTHER_MODELS:
+                session.execute(statement, {"tenant_id": tenant_id, "model": model})
     return EmbedResult(jobs=len(jobs), embedded=stored, skipped=len(rows) - stored, model=model)
 
 
@@ -333,6 +351,8 @@ def _embed_isolating(
 
 #: Refusals of one tool's text before its job is dropped (it stays findable by BM25).
 MAX_EMBED_REFUSALS = 5
+# A server's reason is kept for the status, not whole error pages.
+_REASON_CHARS = 500
 
 _REFUSED_JOBS = text(
     "UPDATE outbox SET refusals = refusals + 1 WHERE tenant_id = :tenant_id"
@@ -340,21 +360,33 @@ _REFUSED_JOBS = text(
 ).bindparams(bindparam("jobs", type_=_UUIDS), bindparam("tools", type_=_UUIDS))
 
 
+_GIVEN_UP = text(
+    """
+    INSERT INTO embedding_refusals AS r (tenant_id, tool_id, model, version, reason)
+    VALUES (:tenant_id, :tool_id, :model, :version, :reason)
+    ON CONFLICT (tenant_id, tool_id, model) DO UPDATE
+    SET version = EXCLUDED.version, reason = EXCLUDED.reason, refused_at = now()
+    """
+)
+
+
 def _hold_refused(
     session: Session,
     tenant_id: UUID,
     jobs: list[UUID],
-    failed: Mapping[UUID, tuple[str, str]],
+    failed: Mapping[UUID, tuple[str, int, str]],
     model: str,
 ) -> list[UUID]:
-    """Count a refusal on the jobs of the `failed` tools (id: name and the server's reason)
-    and keep them for a later try (the relay publishes them again after their lease), or drop
-    them after MAX_EMBED_REFUSALS, logging the tool: returns the jobs this run is done with."""
+    """Count a refusal on the jobs of the `failed` tools (id: name, version and the server's
+    reason) and keep them for a later try (the relay publishes them again after their lease),
+    or drop them after MAX_EMBED_REFUSALS, recording the tool in `embedding_refusals` so a
+    model change is not held up by it: returns the jobs this run is done with."""
     kept: set[UUID] = set()
+    given_up: list[dict[str, object]] = []
     for job_id, tool_id, refusals in session.execute(
         _REFUSED_JOBS, {"tenant_id": tenant_id, "jobs": jobs, "tools": list(failed)}
     ):
-        name, reason = failed[tool_id]
+        name, version, reason = failed[tool_id]
         if refusals < MAX_EMBED_REFUSALS:
             kept.add(job_id)
             _log.warning(
@@ -367,10 +399,25 @@ def _hold_refused(
                 " only until it changes or is reindexed): %s",
                 model, name, tool_id, refusals, reason,
             )  # fmt: skip
+            given_up.append(
+                {"tenant_id": tenant_id, "tool_id": tool_id, "model": model,
+                 "version": version, "reason": reason[:_REASON_CHARS]}
+            )  # fmt: skip
+    if given_up:
+        session.execute(_GIVEN_UP, given_up)
     return [j for j in jobs if j not in kept]
 
 
 # --- status ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefusedTool:
+    name: str
+    model: str
+    version: int
+    reason: str
+    refused_at: datetime
 
 
 @dataclass(frozen=True)
@@ -383,6 +430,8 @@ class EmbeddingStatus:
     pending_jobs: int
     refused_jobs: int = 0
     other_models: dict[str, int] = field(default_factory=dict)
+    refused_tools: int = 0
+    refused: list[RefusedTool] = field(default_factory=list)
 
 
 _STATUS = text(
@@ -407,10 +456,38 @@ _STATUS = text(
 )
 
 
+# Tools given up at their current version, by any model (a model change in progress too).
+_REFUSED = text(
+    """
+    SELECT t.name, r.model, r.version, r.reason, r.refused_at, count(*) OVER ()
+    FROM embedding_refusals r
+    JOIN tools t ON t.tenant_id = r.tenant_id AND t.id = r.tool_id
+    WHERE r.tenant_id = :tenant_id AND t.deleted_at IS NULL AND r.version = t.version
+    ORDER BY t.position, r.model
+    LIMIT :limit
+    """
+)
+#: Refused tools the status names; `refused_tools` counts them all.
+REFUSED_LISTED = 100
+
+
 def status(session: Session, tenant_id: UUID) -> EmbeddingStatus:
     """How far the served model's vectors are behind the live catalog the caller sees."""
     row = session.execute(_STATUS, {"tenant_id": tenant_id}).one()
-    return EmbeddingStatus(*row)
+    refused = session.execute(_REFUSED, {"tenant_id": tenant_id, "limit": REFUSED_LISTED}).all()
+    model, tools, embedded, stale, missing, pending_jobs, refused_jobs, other_models = row
+    return EmbeddingStatus(
+        model,
+        tools,
+        embedded,
+        stale,
+        missing,
+        pending_jobs,
+        refused_jobs,
+        other_models,
+        refused_tools=refused[0][5] if refused else 0,
+        refused=[RefusedTool(*r[:5]) for r in refused],
+    )
 
 
 def reindex(session: Session, tenant_id: UUID, *, force: bool = False) -> int:

@@ -3,7 +3,7 @@
 from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
 from .audit import AuditEntry
 from .base import Base
-from .embedding import OutboxJob, ToolEmbedding
+from .embedding import EmbeddingRefusal, OutboxJob, ToolEmbedding
 from .mcp import McpSource, McpTool
 from .selection import SelectionLog, ToolCall, ToolVersion
 from .tenant import Tenant
@@ -15,6 +15,7 @@ __all__ = [
     "AuditEntry",
     "Base",
     "CorpusStat",
+    "EmbeddingRefusal",
     "McpSource",
     "McpTool",
     "OutboxJob",

@@ -39,6 +39,30 @@ class ToolEmbedding(TenantScoped, Base):
     )
 
 
+class EmbeddingRefusal(TenantScoped, Base):
+    """A tool version a model's server refused for good (its job was dropped).
+
+    The model switch counts it as settled, so one text a new model cannot take does not keep
+    the old model serving forever; the tool stays findable by BM25 and the embedding status
+    names it. A new version is tried again, and a vector stored later removes the row.
+    """
+
+    __tablename__ = "embedding_refusals"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "tool_id"], ["tools.tenant_id", "tools.id"], ondelete="CASCADE"
+        ),
+    )
+
+    tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    model: Mapped[str] = mapped_column(Text, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    refused_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+
+
 class OutboxJob(TenantScoped, Base):
     """Work to publish, written in the same transaction as the change that needs it.
 
