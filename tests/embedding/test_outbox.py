@@ -21,6 +21,7 @@ from toolsift.tenants.service import tenant as tenant_service
 from toolsift.tools.schemas import ToolCreate, ToolUpdate
 from toolsift.tools.service import tool as tool_service
 
+from ..fixtures.embedding import RefusesPoison, republish_and_run
 from ..fixtures.factories import PEPPER
 
 OwnerConn = psycopg.Connection[tuple[object, ...]]
@@ -354,24 +355,6 @@ def _plan_nodes(node: dict[str, object]) -> list[dict[str, object]]:
     return [node, *(n for child in children for n in _plan_nodes(child))]
 
 
-class RefusesPoison:
-    """An embedding server that refuses (HTTP 400) any batch holding a text with "poison"."""
-
-    model = "refusing-model"
-    dimension = 4
-
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        from toolsift.embedding.base import EmbeddingError
-
-        self.calls.append(len(texts))
-        if any("poison" in t for t in texts):
-            raise EmbeddingError("embedding server answered HTTP 400: input too long")
-        return [[1.0, float(len(t)), 0.0, 0.0] for t in texts]
-
-
 class TakesAll(RefusesPoison):
     model = "old-model"
 
@@ -396,16 +379,6 @@ def _refusals(owner_conn: OwnerConn, tenant_id: UUID) -> list[tuple[object, ...]
     ).fetchall()
 
 
-def _republish_and_run(database: Database, backend: EmbeddingBackend) -> None:
-    """Relay (every job due again: a lease of 0) and run what it published, as the worker."""
-    published: list[tuple[UUID, list[UUID]]] = []
-    service.relay(
-        database, lambda t, jobs: published.append((t, jobs)), lease_seconds=0, batch_tools=64
-    )
-    for tenant_id, jobs in published:
-        service.embed_jobs(database, backend, tenant_id, jobs)
-
-
 class TestARefusedText:
     def test_does_not_keep_its_batch_mates_from_their_vectors_and_is_dropped_at_last(
         self, database: Database, owner_conn: OwnerConn
@@ -414,7 +387,7 @@ class TestARefusedText:
         tools = [ToolCreate(name=f"t{i}", description=f"tool {i}") for i in range(5)]
         _upsert(database, tenant_id, *tools, ToolCreate(name="bad", description="poison"))
         backend = RefusesPoison()
-        _republish_and_run(database, backend)
+        republish_and_run(database, backend)
         assert sorted(_vectors(owner_conn, tenant_id)) == [f"t{i}" for i in range(5)]
         assert _jobs(owner_conn, tenant_id) == [("embed", "bad", 1)]  # kept for a later try
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
@@ -422,7 +395,7 @@ class TestARefusedText:
         for refusal in range(2, service.MAX_EMBED_REFUSALS + 1):
             # Publishes alone (a worker outage republishes a job many times) do not count.
             owner_conn.execute("UPDATE outbox SET attempts = attempts + 10")
-            _republish_and_run(database, backend)
+            republish_and_run(database, backend)
             left = owner_conn.execute(
                 "SELECT refusals FROM outbox WHERE tenant_id = %s", (tenant_id,)
             ).fetchall()
@@ -441,12 +414,12 @@ class TestARefusedText:
         tenant_id = _tenant(database)
         _upsert(database, tenant_id, ToolCreate(name="ok", description="fine"))
         _upsert(database, tenant_id, ToolCreate(name="bad", description="poison"))
-        _republish_and_run(database, TakesAll())
+        republish_and_run(database, TakesAll())
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
             service.reindex(session, tenant_id, force=True)
         for _ in range(service.MAX_EMBED_REFUSALS):
             assert _served(owner_conn, tenant_id) == "old-model"  # "bad" may yet be embedded
-            _republish_and_run(database, RefusesPoison())
+            republish_and_run(database, RefusesPoison())
         assert _served(owner_conn, tenant_id) == "refusing-model"
         assert _vectors(owner_conn, tenant_id) == {"ok": ("refusing-model", 1, 4, None)}
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
@@ -454,7 +427,7 @@ class TestARefusedText:
         assert (status.missing, status.refused_tools, status.other_models) == (1, 1, {})
         # A new version is tried again, and its vector settles the refusal.
         _upsert(database, tenant_id, ToolCreate(name="bad", description="now harmless"))
-        _republish_and_run(database, RefusesPoison())
+        republish_and_run(database, RefusesPoison())
         assert _vectors(owner_conn, tenant_id)["bad"] == ("refusing-model", 2, 4, None)
         assert _refusals(owner_conn, tenant_id) == []
 
@@ -464,11 +437,11 @@ class TestARefusedText:
         tenant_id = _tenant(database)
         _upsert(database, tenant_id, ToolCreate(name="a", description="poison one"))
         _upsert(database, tenant_id, ToolCreate(name="b", description="poison two"))
-        _republish_and_run(database, TakesAll())
+        republish_and_run(database, TakesAll())
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
             service.reindex(session, tenant_id, force=True)
         for _ in range(service.MAX_EMBED_REFUSALS):
-            _republish_and_run(database, RefusesPoison())
+            republish_and_run(database, RefusesPoison())
         assert _served(owner_conn, tenant_id) == "old-model"
         assert {v[0] for v in _vectors(owner_conn, tenant_id).values()} == {"old-model"}
         assert [r[:2] for r in _refusals(owner_conn, tenant_id)] == [
@@ -481,7 +454,7 @@ class TestARefusedText:
     ) -> None:
         tenant_id = _tenant(database)
         _upsert(database, tenant_id, *(ToolCreate(name=f"t{i}") for i in range(3)))
-        _republish_and_run(database, RefusesPoison())  # serves "refusing-model" now
+        republish_and_run(database, RefusesPoison())  # serves "refusing-model" now
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
             service.reindex(session, tenant_id, force=True)
             jobs = list(session.scalars(text("SELECT id FROM outbox WHERE tenant_id = :t"),

@@ -12,13 +12,15 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import OPERATOR_KEY
+from tests.fixtures.embedding import RefusesPoison, republish_and_run
 from tests.fixtures.factories import Caller, agent_key
 from tests.fixtures.served import served
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.embedded import EmbeddedRedis
-from toolsift.eval import runner
+from toolsift.embedding.service import MAX_EMBED_REFUSALS
+from toolsift.eval import client, runner
 from toolsift.eval.dataset import load
 
 TINY = Path(__file__).parent / "data" / "tiny"
@@ -87,3 +89,22 @@ def test_a_run_with_the_operator_key_deletes_the_tenant_it_made(
         "SELECT count(*) FROM audit_log WHERE table_name = 'tenants' AND action = 'delete'"
     ).fetchone()
     assert made == (1,)
+
+
+def test_the_wait_for_vectors_ends_when_the_only_tools_left_were_refused_for_good(
+    limited_url: str, admin: Caller, database: Database
+) -> None:
+    admin.ok(admin.put("/admin/v1/tools", json={"tools": [
+        {"name": "fine", "description": "a tool"},
+        {"name": "long", "description": "poison: too long for the model"},
+    ]}))  # fmt: skip
+    for _ in range(MAX_EMBED_REFUSALS):
+        republish_and_run(database, RefusesPoison())
+    waiting = client.Admin(limited_url, admin.key)
+    try:
+        status = waiting.wait_for_embeddings(lambda _: None, timeout=5)
+    finally:
+        waiting.close()
+    assert (status.embedded, status.missing, status.pending_jobs) == (1, 1, 0)
+    assert status.settled
+    assert not status.done

@@ -49,6 +49,12 @@ class EmbeddingStatus:
     def done(self) -> bool:
         return self.missing == 0 and self.stale == 0
 
+    @property
+    def settled(self) -> bool:
+        """No job left: what has no current vector now (a text the server refused for good)
+        never will."""
+        return self.done or self.pending_jobs == 0
+
 
 class Admin:
     """One tenant's admin key."""
@@ -131,13 +137,14 @@ class Admin:
         timeout: float,
         poll: float = 1.0,
     ) -> EmbeddingStatus:
-        """Poll until every live tool has a current vector; fail after `timeout` s of no progress."""
+        """Poll until every live tool has a current vector, or no job is left; fail after
+        `timeout` s of no progress."""
         last_change = time.monotonic()
         previous: EmbeddingStatus | None = None
         while True:
             status = self.embeddings()
             progress(status)
-            if status.done:
+            if status.settled:
                 return status
             if previous is None or status.embedded != previous.embedded:
                 last_change = time.monotonic()

@@ -210,7 +210,13 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                         def show(status: client.EmbeddingStatus) -> None:
                             progress.update(task, completed=status.embedded, total=status.tools)
 
-                        admin.wait_for_embeddings(show, timeout=options.embed_timeout)
+                        status = admin.wait_for_embeddings(show, timeout=options.embed_timeout)
+                    if not status.done:
+                        console.print(
+                            f"[yellow]{status.missing + status.stale} of {status.tools} tools"
+                            " have no current vector: the embedding server refused their text"
+                            " (GET /admin/v1/embeddings lists them); BM25 still finds them."
+                        )
                 for mode in options.modes:
                     with _progress(console) as progress:
                         task = progress.add_task(f"select ({mode})", total=n_queries)
