@@ -170,28 +170,41 @@ def worker(
 
 @app.command()
 def reindex(
-    tenant: Annotated[UUID, typer.Option(help="Tenant id.")],
+    tenant: Annotated[UUID | None, typer.Option(help="Tenant id.")] = None,
+    all_tenants: Annotated[
+        bool, typer.Option("--all-tenants", help="Every tenant (after a model change, say).")
+    ] = False,
     force: Annotated[
         bool, typer.Option(help="Recompute vectors that are already current.")
     ] = False,
     data_dir: DataDir = None,
 ) -> None:
-    """Queue every live tool of a tenant for embedding (after a model change, say).
+    """Queue every live tool of a tenant, or of every tenant, for embedding (after a model
+    change, say).
 
     The old vectors keep serving until the new model covers the whole catalog.
     """
     from .embedding import service as embeddings
 
+    if (tenant is None) == (not all_tenants):
+        _fail("give either --tenant ID or --all-tenants")
     settings = _settings(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
-        _known_tenant(database, tenant)
         try:
-            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
-                queued = embeddings.reindex(session, tenant, force=force)
+            if tenant is not None:
+                _known_tenant(database, tenant)
+                tenants = [tenant]
+            else:
+                tenants = [t.id for t in _all_tenants(database)]
+            queued = 0
+            for tenant_id in tenants:  # one transaction each: a big catalog holds no other
+                with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                    queued += embeddings.reindex(session, tenant_id, force=force)
         finally:
             database.dispose()
-    console.print(f"queued {queued} tools for embedding")
+    of = "" if tenant is not None else f" of {len(tenants)} tenants"
+    console.print(f"queued {queued} tools{of} for embedding")
 
 
 @app.command()
@@ -371,6 +384,19 @@ def _known_tenant(database: Database, tenant: UUID) -> None:
         _fail(f"no tenant {tenant} (`toolsift tenant create` prints a new one's id)")
 
 
+def _all_tenants(database: Database) -> list[TenantSummary]:
+    """Every tenant, oldest first, page by page (read as the observer role)."""
+    tenants: list[TenantSummary] = []
+    after = None
+    while True:
+        with database.unit_of_work(None) as session:
+            page = tenant_service.list_all(session, limit=1000, after=after)
+        tenants.extend(page.items)
+        if page.next_cursor is None:
+            return tenants
+        after = page.next_cursor
+
+
 def _raise_exit(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -430,18 +456,10 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
 def tenant_list(data_dir: DataDir = None) -> None:
     """Every tenant with its id and live tool count, oldest first."""
     settings = _settings(data_dir)
-    tenants: list[TenantSummary] = []
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         try:
-            after = None
-            while True:
-                with database.unit_of_work(None) as session:
-                    page = tenant_service.list_all(session, limit=1000, after=after)
-                tenants.extend(page.items)
-                if page.next_cursor is None:
-                    break
-                after = page.next_cursor
+            tenants = _all_tenants(database)
         finally:
             database.dispose()
     table = Table("id", "name", "tools", "created (UTC)", box=None)

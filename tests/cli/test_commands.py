@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
@@ -22,6 +23,7 @@ from ..fixtures.factories import PEPPER
 
 FIXTURES = Path(__file__).parent.parent / "data"
 runner = CliRunner()
+OwnerConn = psycopg.Connection[tuple[object, ...]]
 
 
 @pytest.fixture
@@ -134,6 +136,39 @@ class TestTenantAndKeys:
         again = runner.invoke(app, ["tenant", "delete", str(tenant_id), "--yes"])
         assert again.exit_code == 2
         assert f"no tenant {tenant_id}" in again.output
+
+    def test_reindex_all_tenants_queues_every_live_tool_of_each(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenants = [_tenant(runner.invoke(app, ["tenant", "create", n]).output) for n in "ab"]
+        for tenant_id in tenants:
+            imported = runner.invoke(
+                app,
+                [
+                    "tools",
+                    "import",
+                    str(FIXTURES / "mini_catalog.jsonl"),
+                    "--tenant",
+                    str(tenant_id),
+                ],
+            )
+            assert imported.exit_code == 0, imported.output
+        owner_conn.execute("DELETE FROM outbox")
+        result = runner.invoke(app, ["reindex", "--all-tenants", "--force"])
+        assert result.exit_code == 0, result.output
+        jobs = dict(
+            owner_conn.execute(
+                "SELECT tenant_id, count(*) FROM outbox WHERE kind = 'reembed' GROUP BY tenant_id"
+            ).fetchall()
+        )
+        assert jobs == {t: _count(database, t) for t in tenants}
+        assert f"queued {sum(jobs.values())} tools of 2 tenants" in result.output
+
+    @pytest.mark.parametrize("tenants", [[], ["--all-tenants", "--tenant", str(UUID(int=1))]])
+    def test_reindex_needs_one_tenant_or_all(self, tenants: list[str]) -> None:
+        result = runner.invoke(app, ["reindex", *tenants])
+        assert result.exit_code == 2
+        assert "either --tenant ID or --all-tenants" in result.output
 
 
 @pytest.mark.usefixtures("env")
