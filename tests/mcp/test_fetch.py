@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,50 @@ class TestFetch:
         target = StdioTarget(command=sys.executable, args=["-c", "print('hello')"])
         with pytest.raises(FetchError):
             fetch_catalog_sync(target, timeout=20)
+
+    def test_a_line_on_stdout_that_is_no_mcp_message_is_named(self) -> None:
+        script = "import time; print('starting server v1.2', flush=True); time.sleep(30)"
+        target = StdioTarget(command=sys.executable, args=["-c", script])
+        with pytest.raises(FetchError) as failed:
+            fetch_catalog_sync(target, timeout=2)
+        assert str(failed.value) == (
+            "the server did not list its tools within 2 s; it wrote a line to stdout that is"
+            " not an MCP message ('starting server v1.2'): a stdio server must keep stdout for"
+            " the protocol"
+        )
+
+    @pytest.mark.parametrize(
+        ("status", "named"),
+        [
+            (401, "HTTP 401 Unauthorized"),
+            (403, "HTTP 403 Forbidden"),
+            (500, "HTTP 500 Internal Server Error"),
+        ],
+    )
+    def test_an_http_status_that_refuses_the_listing_is_named(
+        self, status: int, named: str
+    ) -> None:
+        class Refuses(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            do_GET = do_DELETE = do_POST
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses) as httpd:
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+            try:
+                with pytest.raises(FetchError) as failed:
+                    fetch_catalog_sync(f"http://127.0.0.1:{httpd.server_port}/mcp", timeout=20)
+            finally:
+                httpd.shutdown()
+        assert str(failed.value).startswith(f"the server answered {named} (")
+        assert ("check the source's headers or bearer token" in str(failed.value)) == (status < 500)
 
     def test_an_unreachable_url_is_a_clear_error(self) -> None:
         with pytest.raises(FetchError):

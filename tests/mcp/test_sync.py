@@ -147,6 +147,25 @@ class TestSync:
         assert sync(admin, source)["removed"] == 1
         assert sorted(live(admin)) == [f"local_t{i}" for i in range(4)]
 
+    def test_a_stdio_server_that_dies_is_reported_with_its_stderr_and_no_secret(
+        self, admin: Caller
+    ) -> None:
+        token = "tok-secret-abcdefghij"
+        script = "import os, sys; sys.exit('rejected API_TOKEN=' + os.environ['API_TOKEN'])"
+        body = {
+            "name": "local",
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": ["-c", script],
+            "env": {"API_TOKEN": token},
+        }
+        source = admin.ok(admin.post("/admin/v1/mcp/sources", body), 201)
+        failed = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
+        assert failed.status_code == 502
+        error = source_state(admin, source)["last_error"]
+        assert "its stderr ended: 'rejected API_TOKEN=[redacted]'" in error
+        assert token not in failed.text
+
     def test_a_server_that_goes_down_keeps_the_last_good_catalog(
         self, admin: Caller, agent: Caller, client: TestClient, server: LiveServer
     ) -> None:

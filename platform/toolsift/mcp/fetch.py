@@ -8,15 +8,18 @@ tools, too many pages, a cursor that repeats, or a call that never ends all rais
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any, TextIO, cast
 
 import anyio
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
@@ -45,21 +48,96 @@ class HttpTarget:
 Target = StdioTarget | HttpTarget | str
 
 
+class Witness:
+    """What the transport saw that the SDK's errors leave out, for the admin's message: the
+    HTTP status that refused a request ("Server returned an error response" says none), the
+    stdout lines of a stdio server that are no MCP message (the SDK skips them, so a server
+    that writes only those looks like one that never answers), and the server's stderr."""
+
+    def __init__(self) -> None:
+        self.http_status: str | None = None
+        self.stray_lines = 0
+        self.first_stray: str | None = None
+        self.stderr = ""
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400 and self.http_status is None:
+            self.http_status = f"{response.status_code} {response.reason_phrase}".strip()
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, ValidationError):  # a stdout line that is no JSON-RPC message
+            self.stray_lines += 1
+            if self.first_stray is None:
+                errors = message.errors()
+                self.first_stray = str(errors[0].get("input", "") if errors else "")[:80]
+        await anyio.lowlevel.checkpoint()
+
+    def explain(self, message: str) -> str:
+        """`message`, with what the server itself said about the failure."""
+        if self.http_status is not None:
+            message = f"the server answered HTTP {self.http_status} ({message})"
+            if self.http_status.startswith(("401", "403")):
+                message += "; check the source's headers or bearer token"
+        if self.stray_lines == 1:
+            message += (
+                f"; it wrote a line to stdout that is not an MCP message ({self.first_stray!r}):"
+                " a stdio server must keep stdout for the protocol"
+            )
+        elif self.stray_lines:
+            message += (
+                f"; it wrote {self.stray_lines} lines to stdout that are not MCP messages (the"
+                f" first: {self.first_stray!r}): a stdio server must keep stdout for the protocol"
+            )
+        if self.stderr:
+            message += f"; its stderr ended: {self.stderr!r}"
+        return message[:_MESSAGE_CHARS]
+
+    def read_stderr(self, file: IO[bytes], chars: int = 300) -> None:
+        """Keep the last `chars` of what the server wrote to stderr, lines joined."""
+        try:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - 4 * chars))
+            text = file.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        self.stderr = " | ".join(lines)[-chars:]
+
+
+_MESSAGE_CHARS = 1_000
+
+
 @asynccontextmanager
-async def connect(target: Target, *, timeout: float, **options: Any) -> AsyncIterator[Client]:
+async def connect(
+    target: Target, *, timeout: float, witness: Witness | None = None, **options: Any
+) -> AsyncIterator[Client]:
     """An SDK client session with the server; `options` go to `mcp.Client`."""
+    witness = witness or Witness()
     if isinstance(target, StdioTarget):
         server = StdioServerParameters(
             command=target.command,
             args=list(target.args),
             env=dict(target.env) if target.env is not None else None,
         )
-        async with Client(server, read_timeout_seconds=timeout, cache=None, **options) as client:
-            yield client
+        with tempfile.TemporaryFile() as stderr:  # the child writes to its descriptor
+            try:
+                async with Client(
+                    stdio_client(server, errlog=cast(TextIO, stderr)),
+                    read_timeout_seconds=timeout,
+                    cache=None,
+                    message_handler=witness.on_message,
+                    **options,
+                ) as client:
+                    yield client
+            finally:
+                witness.read_stderr(stderr)
         return
     url, headers = (target, {}) if isinstance(target, str) else (target.url, target.headers)
     http_timeout = httpx2.Timeout(min(timeout, 30.0), read=max(timeout, 300.0))
-    async with httpx2.AsyncClient(headers=dict(headers), timeout=http_timeout) as http:
+    async with httpx2.AsyncClient(
+        headers=dict(headers),
+        timeout=http_timeout,
+        event_hooks={"response": [witness.on_response]},
+    ) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, read_timeout_seconds=timeout, cache=None, **options) as client:
             yield client
@@ -84,16 +162,18 @@ async def fetch_catalog(
     timeout: float = TIMEOUT_SECONDS,
 ) -> Catalog:
     """All tools of an MCP server: a streamable-HTTP URL or a stdio command."""
+    witness = Witness()
     try:
         with anyio.fail_after(timeout):
-            async with connect(target, timeout=timeout) as client:
+            async with connect(target, timeout=timeout, witness=witness) as client:
                 return await _pages(client, max_tools=max_tools, max_pages=max_pages)
     except FetchError:
         raise
     except TimeoutError:
-        raise FetchError(f"the server did not list its tools within {timeout:g} s") from None
+        message = f"the server did not list its tools within {timeout:g} s"
+        raise FetchError(witness.explain(message)) from None
     except Exception as error:  # the SDK and transports raise many kinds; all mean "no catalog"
-        raise FetchError(describe_error(error)) from None
+        raise FetchError(witness.explain(describe_error(error))) from None
 
 
 async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
