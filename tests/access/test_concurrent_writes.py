@@ -13,16 +13,23 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from uuid import UUID
 
+import psycopg
 import pytest
 from sqlalchemy.orm import Session
 
+from tests.fixtures.db import wait_for_lock_waiters
 from tests.fixtures.factories import PEPPER, Caller
 from toolsift.access.schemas import KeyCreate, PermissionCreate, RoleCreate
 from toolsift.access.service import access
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.errors import AppError, Conflict, Unprocessable
+from toolsift.security import audit
+from toolsift.tenants.schemas import TenantUpdate
+from toolsift.tenants.service import tenant as tenant_service
 from toolsift.tools.schemas import ToolCreate
 from toolsift.tools.service import tool as tool_service
+
+OwnerConn = psycopg.Connection[tuple[object, ...]]
 
 
 def _race(
@@ -54,8 +61,9 @@ def _unit(database: Database, tenant: UUID) -> AbstractContextManager[Session]:
     [
         lambda s, tenant: access.create_role(s, tenant, RoleCreate(name="ops")),
         lambda s, tenant: access.create_permission(s, tenant, PermissionCreate(name="crm.read")),
+        lambda s, tenant: tool_service.create(s, tenant, ToolCreate(name="ops")),
     ],
-    ids=["role", "permission"],
+    ids=["role", "permission", "tool"],
 )
 def test_two_creates_of_one_name(
     admin: Caller, database: Database, create: Callable[[Session, UUID], object]
@@ -102,3 +110,45 @@ def test_a_permission_a_tool_write_is_giving_a_tool(admin: Caller, database: Dat
         lambda s: access.delete_permission(s, UUID(permission["id"])),
         Conflict,
     )
+
+
+def test_two_settings_changes_at_once_keep_both(admin: Caller, database: Database) -> None:
+    """Each merges into what the other committed: neither overwrites the other's key."""
+    tenant = admin.tenant_id
+
+    def change(fusion: dict[str, float]) -> Callable[[Session], object]:
+        update = TenantUpdate.model_validate({"settings": {"fusion": fusion}})
+        return lambda s: tenant_service.update(s, update)
+
+    with ThreadPoolExecutor(1) as pool:
+        with _unit(database, tenant) as session:
+            change({"k": 30.0})(session)
+            racing = pool.submit(lambda: _run(database, tenant, change({"bm25_weight": 2.0})))
+            time.sleep(0.5)  # the second change is now waiting for the first
+        racing.result()
+    fusion = admin.ok(admin.get("/admin/v1/tenant"))["settings"]["fusion"]
+    assert (fusion["k"], fusion["bm25_weight"]) == (30.0, 2.0)
+
+
+def test_a_write_of_a_key_revoked_while_it_waited_is_refused(
+    admin: Caller, database: Database, owner_conn: OwnerConn
+) -> None:
+    """The key was valid when its request began; the revoke committed first, so its write
+    ends as a 401 and changes nothing."""
+    other = admin.ok(admin.post("/admin/v1/keys", {"name": "ci", "scope": "admin"}), 201)
+    ci = Caller(admin.client, other["secret"], admin.tenant_id)
+    with ThreadPoolExecutor(1) as pool:
+        with _unit(database, admin.tenant_id) as session:
+            audit.track(session, audit.Actor("key", UUID(other["id"])))
+            access.revoke_key(session, UUID(other["id"]))
+            racing = pool.submit(ci.put, "/admin/v1/tools", {"tools": [{"name": "late"}]})
+            wait_for_lock_waiters(owner_conn, 1)
+        response = racing.result()
+    assert response.status_code == 401, response.text
+    assert response.json()["error"]["message"] == "invalid or revoked API key"
+    assert admin.ok(admin.get("/admin/v1/tools"))["items"] == []
+
+
+def _run(database: Database, tenant: UUID, write: Callable[[Session], object]) -> None:
+    with _unit(database, tenant) as session:
+        write(session)

@@ -25,6 +25,7 @@ from sqlalchemy import event, inspect, select, text
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 from sqlalchemy.orm.state import InstanceState
 
+from ..errors import Unauthenticated
 from ..models import AuditEntry, Base
 from ..ops.logging import request_id
 
@@ -33,6 +34,8 @@ _LOCK_CHAIN = text("SELECT pg_advisory_xact_lock(hashtextextended(:chain, 0))")
 # Rows written as a consequence of an audited change, not as a change of their own.
 NOT_AUDITED = frozenset({"audit_log", "tool_terms", "term_stats", "corpus_stats"})
 _ACTOR = "audit_actor"
+_KEY_RECHECKED = "audit_key_rechecked"
+_KEY_LIVE = text("SELECT 1 FROM api_keys WHERE id = :key_id AND revoked_at IS NULL")
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,22 @@ def lock_chain(session: Session, tenant_id: uuid.UUID | None = None) -> None:
     one at a time per tenant, what they checked still holds when they write, and they never
     hold a row lock while they wait for it. `tenant_id`: the session's tenant by default.
     """
-    chain = f"audit:{tenant_id or session.info['tenant_id']}"
+    tenant = tenant_id or session.info["tenant_id"]
     with session.no_autoflush:
-        session.execute(_LOCK_CHAIN, {"chain": chain})
+        session.execute(_LOCK_CHAIN, {"chain": f"audit:{tenant}"})
+        actor = session.info.get(_ACTOR)
+        if (
+            isinstance(actor, Actor)
+            and actor.key_id is not None
+            and tenant == session.info.get("tenant_id")
+            and not session.info.get(_KEY_RECHECKED)
+        ):
+            # The key was checked when the request began; a revoke that committed while this
+            # write waited for the lock must stop it (the revoke took the lock first). Held
+            # from here to commit, the lock keeps any later revoke behind this write.
+            if session.execute(_KEY_LIVE, {"key_id": actor.key_id}).first() is None:
+                raise Unauthenticated("invalid or revoked API key")
+            session.info[_KEY_RECHECKED] = True
 
 
 def _chain(session: Session, entries: list[AuditEntry]) -> None:

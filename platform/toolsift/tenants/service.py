@@ -105,8 +105,12 @@ class TenantService:
         more = len(items) == limit
         return TenantPage(items=items, next_cursor=tenant_cursor(items[-1]) if more else None)
 
-    def get(self, session: Session) -> Tenant:
-        tenant = session.get(Tenant, session.info["tenant_id"])
+    def get(self, session: Session, *, for_write: bool = False) -> Tenant:
+        """`for_write`: after the tenant's admin writers before it, so a settings merge
+        starts from what they committed instead of overwriting it."""
+        if for_write:
+            lock_chain(session)
+        tenant = session.get(Tenant, session.info["tenant_id"], populate_existing=for_write)
         if tenant is None:
             raise TenantDeleted()
         return tenant
@@ -135,7 +139,7 @@ class TenantService:
         )
 
     def update(self, session: Session, data: TenantUpdate) -> Tenant:
-        tenant = self.get(session)
+        tenant = self.get(session, for_write=True)
         if data.name is not None:
             tenant.name = data.name
         if data.settings is not None:

@@ -27,6 +27,7 @@ _ALLOCATE = text(
 
 class ToolService:
     def create(self, session: Session, tenant_id: UUID, data: ToolCreate) -> Tool:
+        lock_chain(session)  # before the name check: a concurrent create is then seen
         existing = session.scalar(select(Tool).where(Tool.name == data.name))
         if existing is not None and existing.deleted_at is None:
             raise Conflict(f"tool {data.name!r} already exists", field="name")
