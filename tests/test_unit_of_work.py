@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from toolsift.app import create_app
 from toolsift.config import Settings
-from toolsift.db import Database
+from toolsift.db import ALL_PERMISSIONS, Database
 
 from .fixtures.factories import Caller
 
@@ -43,3 +44,20 @@ class TestCommitFailure:
             )
         assert response.status_code == 500
         assert admin.ok(admin.get("/admin/v1/permissions")) == []
+
+
+class TestSnapshot:
+    @pytest.mark.parametrize("snapshot", [True, False])
+    def test_a_snapshot_unit_reads_the_database_as_its_first_statement_did(
+        self, admin: Caller, database: Database, snapshot: bool
+    ) -> None:
+        count = text("SELECT count(*) FROM tools")
+        with database.unit_of_work(
+            admin.tenant_id, permissions=ALL_PERMISSIONS, snapshot=snapshot
+        ) as session:
+            assert session.scalar(count) == 0
+            admin.ok(admin.post("/admin/v1/tools", {"name": "late"}), 201)  # commits meanwhile
+            assert session.scalar(count) == (0 if snapshot else 1)
+        with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            level = session.scalar(text("SHOW transaction_isolation"))
+        assert level == "read committed"  # the pooled connection was given back as it was

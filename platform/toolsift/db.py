@@ -75,20 +75,28 @@ class Database:
             pool_pre_ping=True,
         )
         event.listen(self.engine, "connect", _as_app_role)
+        self._snapshot_engine = self.engine.execution_options(isolation_level="REPEATABLE READ")
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self.sessions, "after_begin", _apply_scope)
 
     @contextmanager
     def unit_of_work(
-        self, tenant_id: UUID | None, *, permissions: str | Sequence[UUID] = ()
+        self,
+        tenant_id: UUID | None,
+        *,
+        permissions: str | Sequence[UUID] = (),
+        snapshot: bool = False,
     ) -> Iterator[Session]:
         """A transaction scoped to one tenant; commits on success, rolls back on error.
 
         `permissions` is ALL_PERMISSIONS for admins or the permission ids an agent holds; the
         select path narrows it later with `set_permissions`, once roles are resolved.
+        `snapshot`: every statement sees the database as the first one did (REPEATABLE READ),
+        for reads that must agree with each other, such as a select.
         """
         info = {"tenant_id": tenant_id, "permissions": _encode(permissions)}
-        with self.sessions(info=info) as session, session.begin():
+        bind = self._snapshot_engine if snapshot else self.engine
+        with self.sessions(info=info, bind=bind) as session, session.begin():
             yield session
 
     def dispose(self) -> None:
@@ -125,7 +133,7 @@ class HotPool:
             min_size=self.size,
             max_size=self.size,
             kwargs={"autocommit": True, "application_name": HOT_POOL_NAME},
-            configure=_as_app_role_async,
+            configure=_hot_connection,
             timeout=self.timeout,
             open=False,
             name="select",
@@ -166,6 +174,15 @@ async def _as_app_role_async(conn: psycopg.AsyncConnection[Any]) -> None:
     row = await cursor.fetchone()
     if row is None or row[0] != APP_ROLE:
         await conn.execute(f"SET ROLE {APP_ROLE}")
+
+
+async def _hot_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The app role, and one snapshot per select: `toolsift_select` runs several statements,
+    and under READ COMMITTED a tool write committed between them could make the budget count
+    one version of a tool and the answer render another. The select only inserts its log
+    row, so REPEATABLE READ never fails it with a serialization error."""
+    await _as_app_role_async(conn)
+    await conn.execute("SET default_transaction_isolation = 'repeatable read'")
 
 
 def _encode(permissions: str | Sequence[UUID]) -> str:

@@ -195,7 +195,9 @@ class McpEndpoint:
         )
 
     def _select(self, principal: Principal, request: SelectRequest) -> dict[str, Any]:
-        with self.database.unit_of_work(principal.tenant_id, permissions="") as session:
+        with self.database.unit_of_work(
+            principal.tenant_id, permissions="", snapshot=True
+        ) as session:
             response = selection.select(session, principal, request, self._embedder)
         return response.model_dump(mode="json", exclude_none=True)
 
