@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import stack
+from .access.cli import permission_app, role_app
 from .access.schemas import KeyCreate
 from .access.service import access
 from .config import Settings, get_settings
@@ -32,6 +33,7 @@ from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
 from .embedding.base import get_backend
 from .errors import AppError
+from .kit.commands import DataDir, fail, known_tenant, tenant_exists
 from .kit.interrupts import StickyInterrupt
 from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
@@ -49,6 +51,8 @@ tools_app = typer.Typer(help="Tool catalogs.", no_args_is_help=True)
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(tools_app, name="tools")
+app.add_typer(permission_app, name="permission")
+app.add_typer(role_app, name="role")
 app.add_typer(mcp_app, name="mcp")
 try:
     from .bench.cli import app as bench_app
@@ -60,20 +64,10 @@ except ImportError:  # pragma: no cover - the bench extra is not installed
 console = Console()
 err = Console(stderr=True)
 
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", envvar="TOOLSIFT_DATA_DIR", help="Where embedded data lives."),
-]
-
 
 def _settings(data_dir: Path | None) -> Settings:
     settings = get_settings()
     return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(2)
 
 
 @app.command()
@@ -102,7 +96,7 @@ def serve(
 
     settings = get_settings()
     if not settings.database_url:
-        _fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
+        fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
     prepare_multiprocess_dir()
     # The app logs each request itself, with its request id; uvicorn's access log is off
     # (`ops.logging.configure` keeps its logger without a handler).
@@ -159,11 +153,11 @@ def worker(
     # Celery would otherwise try redis://127.0.0.1:6379 and retry quietly for minutes.
     for name, value in (("DATABASE_URL", settings.database_url), ("REDIS_URL", settings.redis_url)):
         if not value:
-            _fail(f"{name} is not set (use `toolsift up` for the embedded stack)")
+            fail(f"{name} is not set (use `toolsift up` for the embedded stack)")
     try:  # a backend that cannot work fails here, not in every task, retried forever
         get_backend(settings)
     except ValueError as error:
-        _fail(f"embedding: {error}")
+        fail(f"embedding: {error}")
     schedule = settings.data_dir / "celerybeat-schedule" if beat else None
     _become(_worker_command(concurrency, beat_schedule=schedule))
 
@@ -187,13 +181,13 @@ def reindex(
     from .embedding import service as embeddings
 
     if (tenant is None) == (not all_tenants):
-        _fail("give either --tenant ID or --all-tenants")
+        fail("give either --tenant ID or --all-tenants")
     settings = _settings(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         try:
             if tenant is not None:
-                _known_tenant(database, tenant)
+                known_tenant(database, tenant)
                 tenants = [tenant]
             else:
                 tenants = [t.id for t in _all_tenants(database)]
@@ -215,7 +209,7 @@ def beat(
 ) -> None:
     """Start Celery beat, the periodic scheduler (run exactly one)."""
     if not get_settings().redis_url:
-        _fail("REDIS_URL is not set (use `toolsift up` for the embedded stack)")
+        fail("REDIS_URL is not set (use `toolsift up` for the embedded stack)")
     command = [sys.executable, "-m", "celery", "-A", "workers", "beat"]
     command += ["--loglevel", get_settings().log_level]
     command += ["--schedule", str(schedule)]
@@ -241,14 +235,14 @@ def ping(
         with celery_app.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as error:
-        _fail(f"broker unreachable: {type(error).__name__}")
+        fail(f"broker unreachable: {type(error).__name__}")
     if broker_only:
         console.print("broker ok")
         return
     destination = [f"celery@{socket.gethostname()}"] if this_host else None
     replies = celery_app.control.ping(destination=destination, timeout=timeout)
     if not replies:
-        _fail("no worker answered")
+        fail("no worker answered")
     console.print(f"{len(replies)} worker(s) answered")
 
 
@@ -279,7 +273,7 @@ def up(
         fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder.seek(0)
-        _fail(
+        fail(
             f"another `toolsift up` (pid {holder.read().strip() or '?'}) is running on"
             f" {settings.data_dir.resolve()}; stop it first, or choose another --data-dir"
         )
@@ -287,7 +281,7 @@ def up(
     holder.write(str(os.getpid()))
     holder.flush()
     if not _bindable(host, port):
-        _fail(f"port {port} on {host} is taken by another process; choose another with --port")
+        fail(f"port {port} on {host} is taken by another process; choose another with --port")
     # uvicorn re-raises SIGTERM once it has shut down; make that unwind through `finally`.
     signal.signal(signal.SIGTERM, _raise_exit)
     started: list[EmbeddedPostgres | EmbeddedRedis] = []
@@ -339,7 +333,7 @@ def up(
         uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")
     except EmbeddedServiceError as error:
         # A server that would not start (a taken port, a damaged data dir): its own words.
-        _fail(str(error))
+        fail(str(error))
     finally:
         if worker_process is not None:
             worker_process.terminate()
@@ -352,7 +346,7 @@ def _demo_loaded(database: Database, state: Path) -> bool:
     """Whether the demo tenant of `state` is still there (an operator may have deleted it)."""
     if not state.exists():
         return False
-    return _tenant_exists(database, UUID(json.loads(state.read_text())["tenant_id"]))
+    return tenant_exists(database, UUID(json.loads(state.read_text())["tenant_id"]))
 
 
 def _bindable(host: str, port: int) -> bool:
@@ -365,23 +359,6 @@ def _bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _tenant_exists(database: Database, tenant: UUID) -> bool:
-    from sqlalchemy import text
-
-    with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
-        return (
-            session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant}) is not None
-        )
-
-
-def _known_tenant(database: Database, tenant: UUID) -> None:
-    """Stop with a clear message for a tenant id that names no tenant (not a traceback, and
-    not a write that succeeds at doing nothing)."""
-    if not _tenant_exists(database, tenant):
-        database.dispose()
-        _fail(f"no tenant {tenant} (`toolsift tenant create` prints a new one's id)")
 
 
 def _all_tenants(database: Database) -> list[TenantSummary]:
@@ -440,7 +417,7 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
     try:
         data = TenantCreate(name=name)
     except ValidationError as error:
-        _fail(f"name: {error.errors()[0]['msg']}")
+        fail(f"name: {error.errors()[0]['msg']}")
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         with database.unit_of_work(None) as session:
@@ -480,7 +457,7 @@ def tenant_delete(
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         try:
-            _known_tenant(database, tenant)
+            known_tenant(database, tenant)
             if not yes:
                 with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                     name = tenant_service.get(session).name
@@ -519,16 +496,16 @@ def key_create(
     try:
         data = KeyCreate(name=name, scope=scope, roles=role or [])
     except ValueError as error:
-        _fail(str(error))
+        fail(str(error))
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
-        _known_tenant(database, tenant)
+        known_tenant(database, tenant)
         try:
             with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                 audit.track(session, audit.Actor("cli"))
                 key = access.create_key(session, tenant, data, pepper=settings.key_pepper)
         except AppError as error:
-            _fail(error.message)
+            fail(error.message)
         finally:
             database.dispose()
     typer.echo(f"{scope} key (shown once): {key.secret}")
@@ -546,11 +523,11 @@ def tools_import(
     try:
         items = [item.tool for item in read_catalog(file)]
     except CatalogError as error:
-        _fail(str(error))
+        fail(str(error))
     totals = {"created": 0, "updated": 0, "unchanged": 0}
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
-        _known_tenant(database, tenant)
+        known_tenant(database, tenant)
         columns = (
             TextColumn("importing"),
             BarColumn(),
@@ -569,7 +546,7 @@ def tools_import(
                         totals[status] += getattr(result, status)
                     progress.advance(task, len(chunk))
         except AppError as error:
-            _fail(error.message)
+            fail(error.message)
         finally:
             database.dispose()
     console.print(", ".join(f"{n} {s}" for s, n in totals.items()))
@@ -594,7 +571,7 @@ def report(
     settings = _settings(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
-        _known_tenant(database, tenant)
+        known_tenant(database, tenant)
         try:
             with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                 render(
@@ -644,10 +621,10 @@ def select_command(
             timeout=30,
         )
     except httpx.HTTPError as error:
-        _fail(f"cannot reach {url}: {error}")
+        fail(f"cannot reach {url}: {error}")
     elapsed = (time.perf_counter() - started) * 1000
     if response.status_code != 200:
-        _fail(f"{response.status_code}: {response.text}")
+        fail(f"{response.status_code}: {response.text}")
     data = response.json()
     if raw:
         console.print_json(data=data)
@@ -743,7 +720,7 @@ def eval_command(
         console.print(f"[yellow]skipped:[/yellow] {skipped}")
         return
     except eval_dataset.DatasetError as error:
-        _fail(str(error))
+        fail(str(error))
     for repair in data.repairs:
         err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
     data = data.sample(queries)
@@ -762,7 +739,7 @@ def eval_command(
     try:
         evaluation = evaluate(data, options, console)
     except (ApiError, httpx.HTTPError, ValueError, RuntimeError) as error:
-        _fail(str(error))
+        fail(str(error))
     target = out or Path("eval-results") / data.name
     paths = write(evaluation, ks, target)
     console.print(Markdown(paths[1].read_text()))

@@ -89,6 +89,8 @@ class TestTenantAndKeys:
             ["tools", "import", str(FIXTURES / "mini_catalog.jsonl")],
             ["reindex"],
             ["report"],
+            ["permission", "create", "crm.read"],
+            ["role", "list"],
         ],
     )
     def test_an_unknown_tenant_is_a_clear_error(self, command: list[str]) -> None:
@@ -169,6 +171,62 @@ class TestTenantAndKeys:
         result = runner.invoke(app, ["reindex", *tenants])
         assert result.exit_code == 2
         assert "either --tenant ID or --all-tenants" in result.output
+
+
+@pytest.mark.usefixtures("env")
+class TestPermissionsAndRoles:
+    def test_a_tenant_set_up_from_the_shell_alone(self, client: TestClient) -> None:
+        tenant = str(_tenant(runner.invoke(app, ["tenant", "create", "acme"]).output))
+
+        def ok(*args: str) -> str:
+            result = runner.invoke(app, [*args, "--tenant", tenant])
+            assert result.exit_code == 0, result.output
+            return result.output
+
+        ok("permission", "create", "orders.read", "--description", "Read orders")
+        ok("permission", "create", "billing.refund")
+        assert "created role support: orders.read" in ok(
+            "role", "create", "support", "--permission", "orders.read"
+        )
+        assert "role support: billing.refund, orders.read" in ok(
+            "role", "grant", "support", "billing.refund"
+        )
+        assert re.search(r"support\s+billing.refund, orders.read", ok("role", "list"))
+        assert re.search(r"orders.read\s+Read orders", ok("permission", "list"))
+        created = ok("key", "create", "--name", "bot", "--role", "support")
+        key = re.search(r"agent key \(shown once\): (tsk_\S+)", created)
+        assert key, created
+        ok("tools", "import", str(FIXTURES / "mini_catalog.jsonl"))
+        body = {"messages": [{"role": "user", "content": "order"}], "roles": ["support"]}
+        headers = {"Authorization": f"Bearer {key[1]}"}
+        assert client.post("/v1/select", json=body, headers=headers).status_code == 200
+
+        assert "role support: orders.read" in ok("role", "revoke", "support", "billing.refund")
+        ok("permission", "delete", "billing.refund")
+        assert "billing.refund" not in ok("permission", "list")
+        ok("role", "delete", "support")
+        assert client.post("/v1/select", json=body, headers=headers).status_code == 403
+
+    @pytest.mark.parametrize(
+        ("command", "message"),
+        [
+            (["permission", "create", "Bad Name!"], "name: String should match pattern"),
+            (["permission", "delete", "ghost"], "name: unknown permission(s): ghost"),
+            (["role", "create", "ops", "--permission", "ghost"], "unknown permission(s): ghost"),
+            (["role", "grant", "ghost", "crm.read"], "role: unknown role(s): ghost"),
+            (["role", "create", "ops", "--permission", "admin.x"], "unknown permission(s)"),
+        ],
+    )
+    def test_bad_input_is_a_clear_error_that_changes_nothing(
+        self, command: list[str], message: str, owner_conn: OwnerConn
+    ) -> None:
+        tenant = str(_tenant(runner.invoke(app, ["tenant", "create", "acme"]).output))
+        audited = owner_conn.execute("SELECT count(*) FROM audit_log").fetchone()
+        result = runner.invoke(app, [*command, "--tenant", tenant])
+        assert result.exit_code == 2, result.output
+        assert message in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert owner_conn.execute("SELECT count(*) FROM audit_log").fetchone() == audited
 
 
 @pytest.mark.usefixtures("env")

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, NoReturn
+from typing import Annotated
 from uuid import UUID
 
 import anyio
@@ -27,6 +27,7 @@ from .. import stack
 from ..config import Settings, get_settings
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError
+from ..kit.commands import fail
 from ..models import McpSource, Tool
 from ..security import audit
 from .listener import OnChange
@@ -40,11 +41,6 @@ err = Console(stderr=True)
 Tenant = Annotated[UUID, typer.Option(help="Tenant id.")]
 
 
-def _fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(2)
-
-
 @contextmanager
 def _database() -> Iterator[Database]:
     with stack.database_url(get_settings()) as url:
@@ -52,7 +48,7 @@ def _database() -> Iterator[Database]:
         try:
             yield database
         except AppError as error:
-            _fail(f"{error.field}: {error.message}" if error.field else error.message)
+            fail(f"{error.field}: {error.message}" if error.field else error.message)
         finally:
             database.dispose()
 
@@ -70,14 +66,14 @@ def _source(session: Session, ref: str) -> McpSource:
     except ValueError:
         source = session.scalar(select(McpSource).where(McpSource.name == ref))
         if source is None:
-            _fail(f"no source named {ref!r}")
+            fail(f"no source named {ref!r}")
         return source
 
 
 def _from_env(variable: str) -> str:
     value = os.environ.get(variable)
     if not value:
-        _fail(f"environment variable {variable} is not set")
+        fail(f"environment variable {variable} is not set")
     return value
 
 
@@ -106,7 +102,7 @@ def add(
     for entry in header_env or []:
         header, _, variable = entry.partition("=")
         if not header or not variable:
-            _fail(f"--header-env takes NAME=VARIABLE, not {entry!r}")
+            fail(f"--header-env takes NAME=VARIABLE, not {entry!r}")
         headers[header] = _from_env(variable)
     try:
         data = SourceCreate(
@@ -121,7 +117,7 @@ def add(
             default_permission=permission,
         )
     except ValueError as error:
-        _fail(str(error).splitlines()[0] if str(error) else "invalid source")
+        fail(str(error).splitlines()[0] if str(error) else "invalid source")
     settings = get_settings()
     with _database() as database:
         with _session(database, tenant) as session:
@@ -203,7 +199,7 @@ def _decide(tool: str, tenant: UUID, definition_hash: str, approve: bool) -> Non
         except ValueError:
             found = session.scalar(select(Tool.id).where(Tool.name == tool))
             if found is None:
-                _fail(f"no tool named {tool!r}")
+                fail(f"no tool named {tool!r}")
             tool_id = found
         decide = mcp.approve if approve else mcp.reject
         row = decide(session, tool_id, definition_hash)

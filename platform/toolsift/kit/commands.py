@@ -1,0 +1,68 @@
+"""What the management commands share: a clear exit for bad input, the database, a tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+from uuid import UUID
+
+import typer
+from rich.console import Console
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from .. import stack
+from ..config import get_settings
+from ..db import ALL_PERMISSIONS, Database
+from ..errors import AppError
+from ..security import audit
+
+err = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="TOOLSIFT_DATA_DIR", help="Where embedded data lives."),
+]
+Tenant = Annotated[UUID, typer.Option(help="Tenant id.")]
+
+
+def fail(message: str) -> NoReturn:
+    """Exit 2 with the message: bad input or state, not a crash."""
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def tenant_exists(database: Database, tenant: UUID) -> bool:
+    with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+        found = session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant})
+    return found is not None
+
+
+def known_tenant(database: Database, tenant: UUID) -> None:
+    """Stop with a clear message for a tenant id that names no tenant (not a traceback, and
+    not a write that succeeds at doing nothing)."""
+    if not tenant_exists(database, tenant):
+        database.dispose()
+        fail(f"no tenant {tenant} (`toolsift tenant create` prints a new one's id)")
+
+
+@contextmanager
+def tenant_session(tenant: UUID, data_dir: Path | None = None) -> Iterator[Session]:
+    """One audited transaction of an existing tenant, as the CLI; an AppError is a clear
+    exit naming its field."""
+    settings = get_settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    with stack.database_url(settings) as url:
+        database = Database(url, pool_size=1)
+        try:
+            known_tenant(database, tenant)
+            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                audit.track(session, audit.Actor("cli"))
+                yield session
+        except AppError as error:
+            fail(f"{error.field}: {error.message}" if error.field else error.message)
+        finally:
+            database.dispose()
