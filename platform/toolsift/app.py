@@ -165,7 +165,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.state.hot_pool = HotPool(app.state.database.url, size=settings.select_pool_size)
         await app.state.hot_pool.open()
         # The backend is imported now, not in a request.
-        mcp_endpoint.bind(app.state.database, query_embedder(app.state))
+        mcp_endpoint.bind(app.state.database, query_embedder(app.state), app.state.rate_limiter)
         async with mcp_endpoint.run():
             yield
         await app.state.hot_pool.close()

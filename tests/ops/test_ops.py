@@ -17,9 +17,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from toolsift.app import create_app
+from toolsift.auth import keys
 from toolsift.config import Settings
 from toolsift.db import HOT_POOL_NAME, Database
 from toolsift.embedded import EmbeddedRedis
@@ -281,6 +283,25 @@ class TestRateLimits:
                 assert [agent.select("order").status_code for _ in range(3)] == [200] * 3
         finally:
             server.stop()
+
+    def test_mcp_requests_share_the_key_s_budget_and_redis_never_holds_its_hash(
+        self, settings: Settings, database: Database, redis_server: EmbeddedRedis
+    ) -> None:
+        with _client(settings, database, redis_url=redis_server.url, rate_limit_agent=3) as client:
+            admin = new_tenant(client, database, "limited")
+            support_catalog(admin)
+            agent = agent_key(admin, ["support"])
+            mcp = [client.post("/mcp", json={}, headers=agent.headers) for _ in range(2)]
+            assert [r.status_code for r in mcp] != [429, 429]
+            assert agent.select("where is my order").status_code == 200
+            refused = client.post("/mcp", json={}, headers=agent.headers)
+            assert refused.status_code == 429
+            assert int(refused.headers["retry-after"]) >= 1
+            assert refused.json()["error"]["code"] == "rate_limited"
+        key_hash = keys.hash_key(agent.key, settings.key_pepper)
+        names = [k.decode() for k in redis.Redis.from_url(redis_server.url).keys("*")]
+        assert any(n.startswith("toolsift:ratelimit:") for n in names)
+        assert not any(key_hash in n for n in names)
 
 
 def _processes_marked(mark: str) -> list[int]:

@@ -28,6 +28,7 @@ from ..config import Settings
 from ..db import Database
 from ..embedding.base import EmbeddingBackend
 from ..errors import AppError, Forbidden, Unauthenticated
+from ..security.ratelimit import RateLimiter
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
 from ..tools.definitions import Format
@@ -115,16 +116,24 @@ class McpEndpoint:
     def __init__(self, database: Database | None, settings: Settings) -> None:
         self._database = database
         self._embedder: EmbeddingBackend | None = None
+        self._limiter: RateLimiter | None = None
         self.settings = settings
         self.server: Server[Any] = Server(
             "toolsift", on_list_tools=self._list_tools, on_call_tool=self._call_tool
         )
         self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
 
-    def bind(self, database: Database, embedder: EmbeddingBackend | None) -> None:
-        """The app's database and query embedder (dense and hybrid, as `/v1/select`)."""
+    def bind(
+        self,
+        database: Database,
+        embedder: EmbeddingBackend | None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        """The app's database, query embedder (dense and hybrid, as `/v1/select`) and rate
+        limiter (a key's requests here count against the same agent budget)."""
         self._database = database
         self._embedder = embedder
+        self._limiter = limiter
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -142,7 +151,7 @@ class McpEndpoint:
         try:
             principal = await anyio.to_thread.run_sync(self._principal, scope)
         except AppError as error:
-            await _send_json(send, error.status_code, error.body())
+            await _send_json(send, error.status_code, error.body(), error.headers)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.manager.handle_request(scope, receive, send)
@@ -160,6 +169,8 @@ class McpEndpoint:
             principal = _authenticate(session, parsed, key_hash)
         if principal.scope != "agent":
             raise Forbidden("this endpoint needs an agent key")
+        if self._limiter is not None:
+            self._limiter.check(key_hash, "agent")
         return principal
 
     async def _list_tools(
@@ -202,9 +213,12 @@ class McpEndpoint:
         return response.model_dump(mode="json", exclude_none=True)
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], extra: dict[str, str] | None = None
+) -> None:
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

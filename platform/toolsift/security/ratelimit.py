@@ -7,6 +7,7 @@ more than one timeout per second per process.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -24,6 +25,12 @@ from ..ops import metrics
 
 _log = logging.getLogger(__name__)
 _PAUSE_AFTER_FAILURE = 1.0
+
+
+def _counter_id(subject: str) -> str:
+    """A one-way name for the key's counter: Redis (the broker, readable by every worker)
+    never holds the key's hash, which the database checks keys against."""
+    return hashlib.sha256(b"toolsift/ratelimit\0" + subject.encode()).hexdigest()[:32]
 
 
 class RateLimiter:
@@ -102,7 +109,7 @@ class RateLimiter:
         if now < self._paused_until:
             metrics.RATE_LIMIT_FAIL_OPEN.inc()
             return None
-        return f"toolsift:ratelimit:{subject}:{int(now // self.window)}"
+        return f"toolsift:ratelimit:{_counter_id(subject)}:{int(now // self.window)}"
 
     def _fail_open(self, error: Exception) -> None:
         now = time.time()
