@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +354,9 @@ class TestBadConfiguration:
             ),
             ({"transport": "http", "url": "https://e.com", "prefix": "a b"}, "prefix"),
             ({"transport": "carrier-pigeon", "url": "https://e.com"}, "transport"),
+            ({"transport": "stdio", "command": "x", "env": {"LD_PRELOAD": "/tmp/x.so"}}, "env"),
+            ({"transport": "stdio", "command": "x", "env": {"node_options": "-r x"}}, "env"),
+            ({"transport": "stdio", "command": "x", "env": {"A=B": "c"}}, "env"),
         ],
     )
     def test_bad_source_input_names_the_field(
@@ -434,6 +439,37 @@ class TestSecrets:
         assert token not in (result.error or "")
         assert token not in (source_state(admin, source)["last_error"] or "")
         assert "[redacted]" in source_state(admin, source)["last_error"]
+
+    @pytest.mark.parametrize(
+        "quoted",
+        [
+            lambda v: v,
+            lambda v: urllib.parse.quote(v),
+            lambda v: urllib.parse.quote(v, safe=""),
+            lambda v: urllib.parse.quote_plus(v),
+            lambda v: json.dumps(v)[1:-1],
+        ],
+        ids=["raw", "quote", "quote-all", "quote-plus", "json"],
+    )
+    def test_a_secret_quoted_by_the_server_is_scrubbed_too(
+        self,
+        admin: Caller,
+        database: Database,
+        settings: Settings,
+        server: LiveServer,
+        quoted: Callable[[str], str],
+    ) -> None:
+        secret = 'hdr secret/&val"x'
+        body = {"name": "srv", "transport": "http", "url": server.url, "headers": {"X-S": secret}}
+        source = admin.ok(admin.post("/admin/v1/mcp/sources", body), 201)
+
+        def leaky(target: Any) -> Any:
+            raise FetchError(f"the server said: {quoted(secret)} is wrong")
+
+        result = sync_source(
+            database, admin.tenant_id, source["id"], settings=settings, fetch=leaky
+        )
+        assert result.error == "the server said: [redacted] is wrong"
 
     def test_production_refuses_secrets_under_the_development_key(
         self, admin: Caller, database: Database

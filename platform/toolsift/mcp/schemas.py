@@ -42,6 +42,29 @@ def _headers(value: dict[str, str] | None) -> dict[str, str] | None:
     return value
 
 
+# Variables that make the dynamic loader (or the interpreter behind a script) run code of
+# the caller's choosing, whatever program the operator allowed: refused in a source's env.
+_INJECTING = re.compile(
+    r"^(LD_|DYLD_)|^(NODE_OPTIONS|PYTHONSTARTUP|PERL5OPT|RUBYOPT|BASH_ENV|ENV)$"
+)
+
+
+def _env(value: dict[str, str] | None) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if len(value) > 100:
+        raise ValueError("at most 100 variables")
+    for name in value:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
+            raise ValueError(f"{name[:64]!r} is not an environment variable name")
+        if _INJECTING.match(name.upper()):
+            raise ValueError(
+                f"{name} is refused: it would let the source run code the operator's command"
+                " allow-list did not choose"
+            )
+    return value
+
+
 class SourceCreate(StoredSchema):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE_SOURCE]})
 
@@ -86,6 +109,11 @@ class SourceCreate(StoredSchema):
     def _check_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         return _headers(value)
 
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return _env(value)
+
 
 class SourceUpdate(StoredSchema):
     """Fields to change. `headers`, `bearer_token` and `env` replace what is stored; null
@@ -106,6 +134,11 @@ class SourceUpdate(StoredSchema):
     @classmethod
     def _check_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         return _headers(value)
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return _env(value)
 
 
 class SourceRead(ReadSchema):

@@ -63,11 +63,23 @@ def unseal(secret_key: str, token: bytes | None) -> SourceSecrets:
 
 
 def scrub(text: str, secrets: SourceSecrets) -> str:
-    """`text` with every secret value (and its URL-quoted form) replaced."""
-    from urllib.parse import quote
+    """`text` with every secret value, and the forms a server may quote it in (URL-quoted
+    for a path, a query or a form, JSON-escaped), replaced."""
+    from urllib.parse import quote, quote_plus
 
-    for value in sorted(secrets.values(), key=len, reverse=True):
-        for form in {value, quote(value, safe="")}:
-            if len(form) >= 4:
-                text = text.replace(form, "[redacted]")
+    forms = {
+        form
+        for value in secrets.values()
+        for form in (
+            value,
+            quote(value, safe=""),
+            quote(value),
+            quote_plus(value),
+            quote_plus(value, safe="/"),
+            json.dumps(value)[1:-1],
+        )
+        if len(form) >= 4
+    }
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, "[redacted]")
     return text
