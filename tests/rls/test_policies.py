@@ -20,6 +20,7 @@ import sqlalchemy.exc
 from sqlalchemy import Connection, select, text
 from sqlalchemy.orm import Session
 
+from tests.fixtures.factories import Caller
 from toolsift.access.schemas import KeyCreate, PermissionCreate, RoleCreate
 from toolsift.access.service import access
 from toolsift.config import APP_ROLE, Settings
@@ -256,6 +257,41 @@ class TestAppRole:
         names = {name for name, _ in rows}
         assert {"selection_logs_default", "tool_calls_default"} <= names
         assert [name for name, granted in rows if granted] == []
+
+    def test_definer_functions_search_the_callers_temporary_schema_last(
+        self, owner_conn: OwnerConn
+    ) -> None:
+        """Unnamed, `pg_temp` is searched first for tables: a caller's temporary `pg_roles`
+        would stand in for the catalog in a function running as its owner."""
+        rows = owner_conn.execute(
+            "SELECT p.oid::regprocedure::text, p.proconfig FROM pg_proc p"
+            " JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE p.prosecdef AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchall()
+        assert rows, "no SECURITY DEFINER function found: the query is wrong"
+        unsafe = [
+            (name, config)
+            for name, config in rows
+            if not any(
+                c.startswith("search_path=") and c.replace(" ", "").endswith(",pg_temp")
+                for c in config or []
+            )
+        ]
+        assert unsafe == []
+
+    def test_a_temporary_table_does_not_fool_a_definer_function(
+        self, database: Database, admin: Caller
+    ) -> None:
+        with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            session.execute(text("CREATE TEMP TABLE pg_roles (rolname name) ON COMMIT DROP"))
+            login = f"toolsift_analyst_{admin.tenant_id.hex}"
+            session.execute(text("INSERT INTO pg_roles VALUES (:login)"), {"login": login})
+            session.execute(
+                text("CREATE TEMP TABLE alembic_version (version_num text) ON COMMIT DROP")
+            )
+            session.execute(text("INSERT INTO alembic_version VALUES ('spoofed')"))
+            assert session.scalar(text("SELECT analytics.analyst_login()")) is None
+            assert session.scalar(text("SELECT toolsift_schema_revision()")) != "spoofed"
 
     def test_the_app_role_is_powerless(self, owner_conn: OwnerConn) -> None:
         row = owner_conn.execute(
