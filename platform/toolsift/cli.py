@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,7 +206,7 @@ def reindex(
 def beat(
     schedule: Annotated[
         Path, typer.Option(help="Where beat keeps its schedule state (a writable file).")
-    ] = Path("celerybeat-schedule"),
+    ] = Path(tempfile.gettempdir()) / "toolsift-celerybeat-schedule",
 ) -> None:
     """Start Celery beat, the periodic scheduler (run exactly one)."""
     if not get_settings().redis_url:

@@ -56,7 +56,7 @@ class Settings(BaseSettings):
     # from outside (bind or firewall it to the scraper's network).
     metrics_token: str | None = None
     max_body_bytes: int = 262_144
-    # Longest URL query string accepted (413 past it), so a query cannot carry a body's load.
+    # Longest URL query string accepted (414 past it), so a query cannot carry a body's load.
     max_query_bytes: int = 8_192
     # Logs: "json" (one object a line, for collectors) or "text"; level by name.
     log_format: Literal["json", "text"] = "text"
@@ -127,8 +127,25 @@ class Settings(BaseSettings):
         return normalise_database_url(value) if value else value
 
     def check_secrets(self) -> None:
-        if self.env == "production" and self.key_pepper.startswith("changethis"):
+        """Refuse to serve production with guessable secrets: the operator key and the
+        metrics token are compared as given (nothing throttles guesses at them)."""
+        if self.env != "production":
+            return
+        if self.key_pepper.startswith("changethis"):
             raise ValueError("TOOLSIFT_KEY_PEPPER must be set in production")
+        for name, value in (
+            ("OPERATOR_KEY", self.operator_key),
+            ("METRICS_TOKEN", self.metrics_token),
+        ):
+            if value is not None and len(value) < MIN_SECRET_CHARS:
+                raise ValueError(
+                    f"TOOLSIFT_{name} must be at least {MIN_SECRET_CHARS} characters in"
+                    " production (`openssl rand -hex 32` makes one)"
+                )
+
+
+#: Shortest operator key or metrics token production accepts.
+MIN_SECRET_CHARS = 32
 
 
 @lru_cache

@@ -260,6 +260,29 @@ class TestAudit:
         assert response.json()["error"]["field"] == "before"
 
 
+class TestProductionSecrets:
+    @pytest.mark.parametrize(
+        ("changes", "named"),
+        [
+            ({"key_pepper": "changethis-development-pepper"}, "TOOLSIFT_KEY_PEPPER"),
+            ({"operator_key": "hunter2"}, "TOOLSIFT_OPERATOR_KEY must be at least 32"),
+            ({"metrics_token": "short"}, "TOOLSIFT_METRICS_TOKEN must be at least 32"),
+        ],
+    )
+    def test_guessable_secrets_stop_a_production_server(
+        self, settings: Settings, database: Database, changes: dict[str, str], named: str
+    ) -> None:
+        production = {"env": "production", "key_pepper": "p" * 40, "operator_key": "o" * 32}
+        production |= changes
+        with pytest.raises(ValueError, match=named), _client(settings, database, **production):
+            pass
+
+    def test_long_secrets_serve(self, settings: Settings, database: Database) -> None:
+        production = {"env": "production", "key_pepper": "p" * 40, "operator_key": "o" * 32}
+        with _client(settings, database, **production) as client:
+            assert client.get("/healthz").status_code == 200
+
+
 class TestRateLimits:
     def test_429_with_retry_after_then_fail_open_without_redis(
         self, settings: Settings, database: Database, tmp_path: Path
