@@ -336,11 +336,24 @@ def up(
         # A server that would not start (a taken port, a damaged data dir): its own words.
         fail(str(error))
     finally:
-        if worker_process is not None:
-            worker_process.terminate()
-            worker_process.wait(timeout=30)
-        for service in reversed(started):
-            service.stop()
+        try:
+            if worker_process is not None:
+                stop_process(worker_process, "the worker")
+        finally:
+            for service in reversed(started):
+                service.stop()
+
+
+def stop_process(process: subprocess.Popen[bytes], what: str, *, grace: float = 30.0) -> None:
+    """SIGTERM (a Celery worker then finishes its task), and SIGKILL after `grace` seconds:
+    a worker stuck in its warm shutdown must not keep `up` from stopping the servers."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        err.print(f"[yellow]{what} did not stop within {grace:g} s; killing it[/yellow]")
+        process.kill()
+        process.wait(timeout=10)
 
 
 def _demo_loaded(database: Database, state: Path) -> bool:

@@ -104,3 +104,24 @@ def test_a_remembered_port_now_taken_is_a_clear_error_and_stops_what_started(
     assert "Traceback" not in done.stderr
     # PostgreSQL had started first: it is stopped again.
     assert not (data / "postgres" / "pgdata" / "postmaster.pid").exists()
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace() -> None:
+    from toolsift.cli import stop_process
+
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+            " sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert stubborn.stdout is not None
+    assert stubborn.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
+    started = time.monotonic()
+    with stubborn.stdout:
+        stop_process(stubborn, "the worker", grace=0.5)
+    assert stubborn.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 10
