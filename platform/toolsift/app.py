@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -50,6 +51,21 @@ budget, among the tools the caller may use.
 Authenticate with `Authorization: Bearer tsk_...`. Errors are `{"error": {"code", "message",
 "field"}}`; `field` names the offending input.
 """
+
+
+def _warm_up(backend: object) -> None:
+    """Load an in-process model on a thread of its own (an HTTP backend has nothing to load)."""
+    warm_up = getattr(backend, "warm_up", None)
+    if not callable(warm_up):
+        return
+
+    def run() -> None:
+        try:
+            warm_up()
+        except Exception as error:  # the first select will say what is wrong, again
+            _log.warning("query embedder warm-up failed: %s", error)
+
+    threading.Thread(target=run, name="toolsift-warm-up", daemon=True).start()
 
 
 def _field(loc: Sequence[Any]) -> str:
@@ -164,8 +180,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             app.state.database = Database(settings.database_url, pool_size=settings.db_pool_size)
         app.state.hot_pool = HotPool(app.state.database.url, size=settings.select_pool_size)
         await app.state.hot_pool.open()
-        # The backend is imported now, not in a request.
-        mcp_endpoint.bind(app.state.database, query_embedder(app.state), app.state.rate_limiter)
+        # The backend is imported now, not in a request, and its model loads in the
+        # background: a first select waiting out a cold load would be served by BM25 alone.
+        embedder = query_embedder(app.state)
+        if embedder is not None:
+            _warm_up(embedder.backend)
+        mcp_endpoint.bind(app.state.database, embedder, app.state.rate_limiter)
         async with mcp_endpoint.run():
             yield
         await app.state.hot_pool.close()

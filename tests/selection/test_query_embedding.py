@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.fixtures.factories import PEPPER, new_tenant, tool_body
+from tests.fixtures.factories import PEPPER, agent_key, embed_pending, new_tenant, tool_body
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -112,6 +112,21 @@ def test_a_hanging_embedding_server_costs_a_select_its_deadline_not_its_retries(
         assert [t["name"] for t in answer.json()["tools"]] == ["order_status"]
     # One try per select at most, never a retry.
     assert hanging.requests <= 8
+
+
+def test_a_select_whose_query_was_not_embedded_counts_every_tool_missing(
+    slow_client: TestClient, database: Database
+) -> None:
+    """BM25 served alone although every tool has a vector: the answer says dense scored none."""
+    admin = new_tenant(slow_client, database, "acme")
+    for name in ("order_status", "refund_policy"):
+        admin.ok(admin.post("/admin/v1/tools", tool_body(name, "About an order")), 201)
+    embed_pending(database, admin.tenant_id)
+    agent = agent_key(admin, [])
+    for mode in ("hybrid", "dense"):
+        answer = agent.ok(agent.select("where is my order", mode=mode))
+        assert answer["missing_embeddings"] == 2, mode
+    assert "missing_embeddings" not in agent.ok(agent.select("where is my order", mode="bm25"))
 
 
 def test_stored_vectors_of_another_dimension_turn_dense_off_not_the_select(

@@ -1,0 +1,62 @@
+"""A dense or hybrid select without a query vector counts every tool as missing.
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-04 18:30:00+00:00
+
+When the query could not be embedded in time (the model still loading after a start, an
+embedding server down or slow), BM25 serves alone. The answer still said
+`missing_embeddings: 0`, as if dense had scored every tool: a hybrid select that was BM25
+alone could not be told from one that was not. Without a query vector the count is now taken
+against no model, so every visible tool counts: dense scored none of them.
+
+`toolsift_select` is 0013's function with that one line changed.
+"""
+
+from collections.abc import Sequence
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+from types import ModuleType
+
+from alembic import op
+
+revision: str = "0017"
+down_revision: str | None = "0016"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+OF_THE_QUERY = "            p_tenant, CASE WHEN p_model IS NULL OR p_model = served THEN served ELSE '' END);\n"
+# A model no vector has ('') counts every visible tool.
+OF_THE_VECTOR = (
+    "            p_tenant, CASE WHEN p_vector IS NOT NULL AND p_model = served\n"
+    "                           THEN served ELSE '' END);\n"
+)
+
+
+def _revision_0013() -> ModuleType:
+    path = Path(__file__).with_name("2026-12-04-1500_missing_embeddings_of_the_query_model.py")
+    spec = spec_from_file_location("toolsift_migration_0013", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {path}")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _select_0013() -> str:
+    previous = _revision_0013()
+    return str(previous._counted_against_query(previous._select_0011()))
+
+
+def _counted_against_the_vector(select: str) -> str:
+    if select.count(OF_THE_QUERY) != 1:
+        raise RuntimeError("0013's select function changed: the missing-vector count")
+    return select.replace(OF_THE_QUERY, OF_THE_VECTOR)
+
+
+def upgrade() -> None:
+    op.execute(_counted_against_the_vector(_select_0013()))
+
+
+def downgrade() -> None:
+    op.execute(_select_0013())
