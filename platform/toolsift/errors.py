@@ -84,3 +84,13 @@ class RateLimited(AppError):
 class ServiceUnavailable(AppError):
     status_code = 503
     code = "unavailable"
+
+
+class Busy(ServiceUnavailable):
+    """Work this process takes on only so much of at once; the client retries later."""
+
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.headers = {"Retry-After": str(retry_after)}

@@ -28,6 +28,10 @@ def _tools(n: int) -> list[dict[str, Any]]:
     ]
 
 
+def _big(name: str, size: int) -> dict[str, Any]:
+    return {"name": name, "description": "x" * size, "inputSchema": {"type": "object"}}
+
+
 def _server(tmp_path: Path, tools: list[dict[str, Any]], page_size: int = 3) -> StdioTarget:
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps({"tools": tools}))
@@ -49,6 +53,12 @@ class TestFetch:
     def test_too_many_tools_is_a_clear_error(self, tmp_path: Path) -> None:
         with pytest.raises(FetchError, match="more than 5 tools"):
             fetch_catalog_sync(_server(tmp_path, _tools(8), page_size=3), max_tools=5)
+
+    def test_too_large_a_catalog_is_a_clear_error(self, tmp_path: Path) -> None:
+        with pytest.raises(FetchError, match="take more than 1 MiB as JSON"):
+            fetch_catalog_sync(
+                _server(tmp_path, [*_tools(8), _big("huge", 2 << 20)]), max_bytes=1 << 20
+            )
 
     def test_too_many_pages_is_a_clear_error(self, tmp_path: Path) -> None:
         with pytest.raises(FetchError, match="within 2 pages"):

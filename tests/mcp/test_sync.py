@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 import urllib.parse
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from tests.fixtures.factories import Caller, agent_key
 from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.errors import AppError
+from toolsift.mcp.endpoints_admin import INLINE_SYNCS
 from toolsift.mcp.fetch import FetchError
 from toolsift.mcp.schemas import SourceCreate
 from toolsift.mcp.service import mcp, sync_source
@@ -167,6 +171,35 @@ class TestSync:
         error = source_state(admin, source)["last_error"]
         assert "its stderr ended: 'rejected API_TOKEN=[redacted]'" in error
         assert token not in failed.text
+
+    def test_slow_servers_take_only_so_many_of_the_api_s_threads(
+        self, admin: Caller, server: LiveServer
+    ) -> None:
+        server.tools = catalog(2)
+        sources = [add_source(admin, server.url, name=f"s{i}") for i in range(INLINE_SYNCS + 1)]
+        server.gate = threading.Event()
+        with ThreadPoolExecutor(INLINE_SYNCS) as pool:
+            try:
+                running = [
+                    pool.submit(admin.post, f"/admin/v1/mcp/sources/{s['id']}/sync")
+                    for s in sources[:INLINE_SYNCS]
+                ]
+                deadline = time.monotonic() + 20
+                while server.waiting < INLINE_SYNCS:
+                    assert time.monotonic() < deadline, "the syncs did not reach the server"
+                    time.sleep(0.05)
+                again = admin.post(f"/admin/v1/mcp/sources/{sources[0]['id']}/sync")
+                busy = admin.post(f"/admin/v1/mcp/sources/{sources[-1]['id']}/sync")
+                tenant = admin.get("/admin/v1/tenant")  # other requests are served meanwhile
+            finally:
+                server.gate.set()
+            assert [r.result().status_code for r in running] == [200] * INLINE_SYNCS
+        assert again.status_code == 409, again.text
+        assert busy.status_code == 503, busy.text
+        assert (busy.json()["error"]["code"], busy.headers["retry-after"]) == ("busy", "5")
+        assert tenant.status_code == 200
+        server.gate = None
+        assert sync(admin, sources[-1])["created"] == 2
 
     def test_a_server_that_goes_down_keeps_the_last_good_catalog(
         self, admin: Caller, agent: Caller, client: TestClient, server: LiveServer

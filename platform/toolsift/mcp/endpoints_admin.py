@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
 
 from ..auth.deps import AdminContext
+from ..errors import Busy, Conflict
 from ..kit.errors import ERRORS
 from ..kit.routing import StrictJSONRoute
 from ..security import audit
@@ -69,19 +73,50 @@ def delete_source(source_id: UUID, ctx: AdminContext) -> None:
 )
 def sync(source_id: UUID, ctx: AdminContext, request: Request) -> SyncRead:
     """Sync now: page through the server's tools/list to the end and apply it. A failure
-    (502) marks the source unhealthy with the error and keeps the last good catalog."""
+    (502) marks the source unhealthy with the error and keeps the last good catalog.
+
+    A sync holds a thread and a connection of this process while its server answers (up to a
+    minute): each process runs at most `INLINE_SYNCS` at once (503 `busy` past them) and one
+    per source (409), so slow servers cannot take the threads other requests need."""
     if not mcp.get(ctx.session, source_id).enabled:  # 404 or 409 before any network call
         raise SourceDisabled("the source is disabled; enable it first", field="enabled")
-    result = sync_source(
-        request.app.state.database,
-        ctx.principal.tenant_id,
-        source_id,
-        settings=request.app.state.settings,
-        actor=audit.Actor("key", ctx.principal.key_id),
-    )
+    with _sync_slot(source_id):
+        result = sync_source(
+            request.app.state.database,
+            ctx.principal.tenant_id,
+            source_id,
+            settings=request.app.state.settings,
+            actor=audit.Actor("key", ctx.principal.key_id),
+        )
     if result.status == "failed":
         raise McpServerError(result.error or "sync failed", field=result.field)
     return result
+
+
+#: Syncs one API process runs at once; the scheduler's, in the workers, are not counted.
+INLINE_SYNCS = 4
+_slots = threading.BoundedSemaphore(INLINE_SYNCS)
+_syncing: set[UUID] = set()
+_syncing_lock = threading.Lock()
+
+
+@contextmanager
+def _sync_slot(source_id: UUID) -> Iterator[None]:
+    with _syncing_lock:
+        if source_id in _syncing:
+            raise Conflict("a sync of this source is running; its result is next")
+        if not _slots.acquire(blocking=False):
+            raise Busy(
+                f"{INLINE_SYNCS} syncs are running in this API process; retry shortly",
+                retry_after=5,
+            )
+        _syncing.add(source_id)
+    try:
+        yield
+    finally:
+        with _syncing_lock:
+            _syncing.discard(source_id)
+            _slots.release()
 
 
 @router.get("/tools", response_model=list[McpToolRead])

@@ -25,6 +25,9 @@ from pydantic import ValidationError
 
 MAX_TOOLS = 10_000
 MAX_PAGES = 1_000
+# The whole catalog as JSON: each definition is capped (256 KiB) when applied, but 10,000 of
+# those would be 2.5 GiB held by one sync.
+MAX_CATALOG_BYTES = 64 << 20
 TIMEOUT_SECONDS = 60.0
 
 
@@ -159,6 +162,7 @@ async def fetch_catalog(
     *,
     max_tools: int = MAX_TOOLS,
     max_pages: int = MAX_PAGES,
+    max_bytes: int = MAX_CATALOG_BYTES,
     timeout: float = TIMEOUT_SECONDS,
 ) -> Catalog:
     """All tools of an MCP server: a streamable-HTTP URL or a stdio command."""
@@ -166,7 +170,9 @@ async def fetch_catalog(
     try:
         with anyio.fail_after(timeout):
             async with connect(target, timeout=timeout, witness=witness) as client:
-                return await _pages(client, max_tools=max_tools, max_pages=max_pages)
+                return await _pages(
+                    client, max_tools=max_tools, max_pages=max_pages, max_bytes=max_bytes
+                )
     except FetchError:
         raise
     except TimeoutError:
@@ -176,8 +182,11 @@ async def fetch_catalog(
         raise FetchError(witness.explain(describe_error(error))) from None
 
 
-async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
+async def _pages(
+    client: Client, *, max_tools: int, max_pages: int, max_bytes: int = MAX_CATALOG_BYTES
+) -> Catalog:
     tools: list[dict[str, Any]] = []
+    size = 0
     seen: set[str] = set()
     cursor: str | None = None
     ttl_ms: int | None = None
@@ -191,11 +200,13 @@ async def _pages(client: Client, *, max_tools: int, max_pages: int) -> Catalog:
         pages += 1
         if pages == 1 and result.ttl_ms > 0:
             ttl_ms = result.ttl_ms
-        tools.extend(
-            t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools
-        )
+        for listed in result.tools:
+            size += len(listed.model_dump_json(by_alias=True, exclude_none=True))
+            tools.append(listed.model_dump(mode="json", by_alias=True, exclude_none=True))
         if len(tools) > max_tools:
             raise FetchError(f"the server lists more than {max_tools} tools")
+        if size > max_bytes:
+            raise FetchError(f"the server's tools take more than {max_bytes >> 20} MiB as JSON")
         cursor = result.next_cursor
         if not cursor:
             return Catalog(tools=tools, pages=pages, ttl_ms=ttl_ms)

@@ -32,6 +32,9 @@ class LiveServer:
         self.tools: list[dict[str, Any]] = list(tools or [])
         self.page_size = page_size
         self.ttl_ms = 0
+        # When set, tools/list waits for it (a slow server); `waiting` counts those waiting.
+        self.gate: threading.Event | None = None
+        self.waiting = 0
         self.headers: list[dict[str, str]] = []
         self.bus = InMemorySubscriptionBus()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -44,6 +47,9 @@ class LiveServer:
 
     def _app(self) -> Any:
         async def list_tools(_ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+            if (gate := self.gate) is not None:
+                self.waiting += 1
+                await asyncio.to_thread(gate.wait, 60)
             start = int(params.cursor) if params and params.cursor else 0
             page = self.tools[start : start + self.page_size]
             more = start + self.page_size < len(self.tools)
