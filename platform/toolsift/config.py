@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     # Commands a stdio source may run, as exact paths. Empty (the default) refuses stdio
     # sources: a tenant admin must not start processes on the workers.
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Whether an MCP source's URL may reach loopback, private, link-local (cloud metadata) or
+    # other non-public addresses from the API and workers. None: yes, except in production,
+    # where tenant admins must not be able to probe the operator's own network.
+    mcp_private_networks: bool | None = None
     # How often the beat looks for due sources; the default interval of a new source.
     mcp_schedule_interval: float = 30.0
     mcp_sync_interval: int = 3600
@@ -125,6 +129,12 @@ class Settings(BaseSettings):
     @classmethod
     def _psycopg(cls, value: str | None) -> str | None:
         return normalise_database_url(value) if value else value
+
+    @property
+    def mcp_private_networks_allowed(self) -> bool:
+        if self.mcp_private_networks is not None:
+            return self.mcp_private_networks
+        return self.env != "production"
 
     def check_secrets(self) -> None:
         """Refuse to serve production with guessable secrets: the operator key and the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.fixtures.factories import Caller, agent_key
+from tests.fixtures.factories import Caller, agent_key, new_tenant
+from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.errors import AppError
@@ -200,6 +202,33 @@ class TestSync:
         assert tenant.status_code == 200
         server.gate = None
         assert sync(admin, sources[-1])["created"] == 2
+
+    def test_a_deployment_for_public_servers_only_refuses_private_addresses(
+        self, settings: Settings, database: Database, server: LiveServer
+    ) -> None:
+        public_only = settings.model_copy(update={"mcp_private_networks": False})
+        server.tools = catalog(2)
+        with TestClient(create_app(public_only, database)) as client:
+            admin = new_tenant(client, database, "acme")
+            for url in ("http://127.0.0.1:8000/mcp", "http://[::ffff:169.254.169.254]/x"):
+                refused = admin.post(
+                    "/admin/v1/mcp/sources", {"name": "s", "transport": "http", "url": url}
+                )
+                assert refused.status_code == 422, refused.text
+                assert refused.json()["error"]["field"] == "url"
+                assert "not a public address" in refused.json()["error"]["message"]
+            # A name that resolves to loopback passes the literal check, not the sync's.
+            named = server.url.replace("127.0.0.1", "localhost")
+            source = add_source(admin, named)
+            failed = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
+        assert failed.status_code == 502, failed.text
+        assert re.fullmatch(
+            r"localhost resolves to (127\.0\.0\.1|::1), which is not a public address; this"
+            r" deployment lets MCP sources reach public addresses only"
+            r" \(TOOLSIFT_MCP_PRIVATE_NETWORKS\)",
+            failed.json()["error"]["message"],
+        )
+        assert server.headers == []  # nothing reached the server
 
     def test_a_server_that_goes_down_keeps_the_last_good_catalog(
         self, admin: Caller, agent: Caller, client: TestClient, server: LiveServer

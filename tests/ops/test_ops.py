@@ -462,3 +462,20 @@ def test_the_worker_refuses_an_embedding_setup_that_cannot_work(
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert said in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "setting", "allowed"),
+    [
+        ("development", None, True),
+        ("testing", None, True),
+        ("production", None, False),
+        ("production", True, True),
+        ("development", False, False),
+    ],
+)
+def test_mcp_sources_reach_private_networks_except_in_production(
+    env: str, setting: bool | None, allowed: bool
+) -> None:
+    settings = Settings(env=env, mcp_private_networks=setting)  # type: ignore[arg-type]
+    assert settings.mcp_private_networks_allowed is allowed

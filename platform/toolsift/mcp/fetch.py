@@ -8,9 +8,11 @@ tools, too many pages, a cursor that repeats, or a call that never ends all rais
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
@@ -46,6 +48,49 @@ class StdioTarget:
 class HttpTarget:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    # False: every request (redirects included) must go to public addresses only.
+    private_networks: bool = True
+
+
+def non_public(host: str) -> str | None:
+    """The address of a literal IP `host` that is not public, else None."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    return None if _public(address) else str(address)
+
+
+def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+async def _refusal(request: httpx2.Request) -> str | None:
+    """Why a request may not go where its host resolves (a loopback, private or link-local
+    address, such as a cloud's metadata service), or None: a tenant admin's URL must not
+    reach the operator's own network. The connection resolves the name again, so a DNS
+    answer that changes in between is not caught (an egress firewall closes that)."""
+    host = request.url.host
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    try:
+        found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return None  # the connection fails with its own error
+    for *_, sockaddr in found:
+        address = ipaddress.ip_address(sockaddr[0])
+        if not _public(address):
+            return (
+                f"{host} resolves to {address}, which is not a public address; this"
+                " deployment lets MCP sources reach public addresses only"
+                " (TOOLSIFT_MCP_PRIVATE_NETWORKS)"
+            )
+    return None
+
+
+class PrivateAddress(httpx2.ConnectError):
+    """A request refused before it left (see `_refusal`)."""
 
 
 Target = StdioTarget | HttpTarget | str
@@ -59,9 +104,17 @@ class Witness:
 
     def __init__(self) -> None:
         self.http_status: str | None = None
+        self.public_only = False
+        self.refused: str | None = None
         self.stray_lines = 0
         self.first_stray: str | None = None
         self.stderr = ""
+
+    async def on_request(self, request: httpx2.Request) -> None:
+        """Every request, redirects included, of a target limited to public addresses."""
+        if self.public_only and (refusal := await _refusal(request)) is not None:
+            self.refused = refusal
+            raise PrivateAddress(refusal)
 
     async def on_response(self, response: httpx2.Response) -> None:
         if response.status_code >= 400 and self.http_status is None:
@@ -77,6 +130,8 @@ class Witness:
 
     def explain(self, message: str) -> str:
         """`message`, with what the server itself said about the failure."""
+        if self.refused is not None:
+            return self.refused
         if self.http_status is not None:
             message = f"the server answered HTTP {self.http_status} ({message})"
             if self.http_status.startswith(("401", "403")):
@@ -116,6 +171,13 @@ async def connect(
     """An SDK client session with the server; `options` go to `mcp.Client`."""
     witness = witness or Witness()
     if isinstance(target, StdioTarget):
+        theirs = options.pop("message_handler", None)
+
+        async def on_message(message: Any) -> None:
+            await witness.on_message(message)
+            if theirs is not None:
+                await theirs(message)
+
         server = StdioServerParameters(
             command=target.command,
             args=list(target.args),
@@ -127,21 +189,24 @@ async def connect(
                     stdio_client(server, errlog=cast(TextIO, stderr)),
                     read_timeout_seconds=timeout,
                     cache=None,
-                    message_handler=witness.on_message,
+                    message_handler=on_message,
                     **options,
                 ) as client:
                     yield client
             finally:
                 witness.read_stderr(stderr)
         return
-    url, headers = (target, {}) if isinstance(target, str) else (target.url, target.headers)
+    target = HttpTarget(target) if isinstance(target, str) else target
     http_timeout = httpx2.Timeout(min(timeout, 30.0), read=max(timeout, 300.0))
+    witness.public_only = not target.private_networks
+    hooks: dict[str, list[Callable[..., Any]]] = {
+        "request": [witness.on_request],
+        "response": [witness.on_response],
+    }
     async with httpx2.AsyncClient(
-        headers=dict(headers),
-        timeout=http_timeout,
-        event_hooks={"response": [witness.on_response]},
+        headers=dict(target.headers), timeout=http_timeout, event_hooks=hooks
     ) as http:
-        transport = streamable_http_client(url, http_client=http)
+        transport = streamable_http_client(target.url, http_client=http)
         async with Client(transport, read_timeout_seconds=timeout, cache=None, **options) as client:
             yield client
 

@@ -37,7 +37,15 @@ from ..tools.schemas import ToolCreate
 from ..tools.service import tool as tool_service
 from . import screening
 from .catalog import CatalogError, Imported, convert
-from .fetch import Catalog, FetchError, HttpTarget, StdioTarget, Target, fetch_catalog_sync
+from .fetch import (
+    Catalog,
+    FetchError,
+    HttpTarget,
+    StdioTarget,
+    Target,
+    fetch_catalog_sync,
+    non_public,
+)
 from .schemas import (
     McpToolRead,
     McpToolUpdate,
@@ -119,7 +127,7 @@ class McpService:
                     raise Unprocessable(f"{name} is for stdio sources", field=name)
             if data.args:
                 raise Unprocessable("args is for stdio sources", field="args")
-            source.url = _check_url(data.url)
+            source.url = _check_url(data.url, settings)
         else:
             for name in ("url", "headers", "bearer_token"):
                 if getattr(data, name):
@@ -154,7 +162,7 @@ class McpService:
                 f"{bad[0]} is for {'stdio' if is_http else 'http'} sources", field=bad[0]
             )
         if "url" in fields:
-            source.url = _check_url(data.url)
+            source.url = _check_url(data.url, settings)
         if "command" in fields:
             source.command = _check_command(data.command, settings)
         if data.args is not None:
@@ -245,8 +253,8 @@ class McpService:
         headers = dict(secrets.headers)
         if secrets.bearer_token:
             headers["Authorization"] = f"Bearer {secrets.bearer_token}"
-        assert source.url is not None
-        return HttpTarget(source.url, headers), secrets
+        url = _check_url(source.url, settings)  # again: the operator's policy may be newer
+        return HttpTarget(url, headers, settings.mcp_private_networks_allowed), secrets
 
     def _set_secrets(
         self, source: McpSource, secrets: SourceSecrets, *, settings: Settings
@@ -762,7 +770,7 @@ def _default_prefix(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:32]
 
 
-def _check_url(url: str | None) -> str:
+def _check_url(url: str | None, settings: Settings) -> str:
     if not url:
         raise Unprocessable("an http source needs a url", field="url")
     try:
@@ -775,6 +783,12 @@ def _check_url(url: str | None) -> str:
     if parts.username or parts.password:
         raise Unprocessable(
             "url must not carry credentials; use headers or bearer_token (stored encrypted)",
+            field="url",
+        )
+    if not settings.mcp_private_networks_allowed and (found := non_public(parts.hostname)):
+        raise Unprocessable(
+            f"url: {found} is not a public address; this deployment lets MCP sources reach"
+            " public addresses only (TOOLSIFT_MCP_PRIVATE_NETWORKS)",
             field="url",
         )
     return url
