@@ -63,6 +63,10 @@ def test_add_list_sync_review_approve(server: LiveServer) -> None:
     assert "2 unchanged" in run("mcp", "sync", "srv", *t)
     server.stop()
     assert "sync failed" in run("mcp", "sync", "srv", *t, code=1)
+    # Added all the same, but a first sync that fails is not a success.
+    added = run("mcp", "add", "down", *t, "--url", server.url, code=1)
+    assert "sync failed" in added
+    assert "down" in run("mcp", "list", *t)
 
 
 @pytest.mark.usefixtures("env")

@@ -124,7 +124,10 @@ def add(
             source = mcp.create(session, tenant, data, settings=settings)
         console.print(f"source [bold]{source.id}[/bold] ({source.name}), prefix {source.prefix!r}")
         if sync:
-            _print_sync(sync_source(database, tenant, source.id, settings=settings))
+            result = sync_source(database, tenant, source.id, settings=settings)
+            _print_sync(result)
+            if result.status == "failed":  # the source stays; `mcp sync` tries again
+                raise typer.Exit(1)
 
 
 @app.command("list")
