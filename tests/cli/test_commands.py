@@ -287,6 +287,15 @@ class TestToolsImport:
         assert result.exit_code == 2
         assert "/nope/tools.jsonl: cannot read" in result.output
 
+    def test_a_line_nested_past_the_recursion_limit_is_named(self, tmp_path: Path) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        deep = tmp_path / "deep.jsonl"
+        deep.write_text('{"id": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+        result = runner.invoke(app, ["tools", "import", str(deep), "--tenant", str(tenant_id)])
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())  # rich wraps long lines
+        assert f"{deep}:2: not valid JSON (nested too deeply)" in said
+
 
 @pytest.mark.usefixtures("env")
 class TestMigrate:

@@ -51,6 +51,14 @@ class TestErrors:
         with pytest.raises(DatasetError, match=r"queries\.jsonl:3: not valid JSON"):
             load(folder)
 
+    def test_json_nested_past_the_recursion_limit_names_file_and_line(self, tmp_path: Path) -> None:
+        folder = _copy(tmp_path)
+        lines = (folder / "tools.jsonl").read_text().splitlines()
+        lines[1] = "[" * 100_000 + "]" * 100_000
+        (folder / "tools.jsonl").write_text("\n".join(lines) + "\n")
+        with pytest.raises(DatasetError, match=r"tools\.jsonl:2: not valid JSON \(nested too"):
+            load(folder)
+
     def test_unknown_relevant_id_names_file_and_line(self, tmp_path: Path) -> None:
         folder = _copy(tmp_path)
         with (folder / "queries.jsonl").open("a") as handle:

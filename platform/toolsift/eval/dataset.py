@@ -103,6 +103,10 @@ def _json_lines(path: Path) -> list[tuple[int, Any]]:
                     rows.append((number, json.loads(line)))
                 except json.JSONDecodeError as error:
                     raise DatasetError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+                except RecursionError:
+                    raise DatasetError(
+                        f"{path}:{number}: not valid JSON (nested too deeply)"
+                    ) from None
         except UnicodeDecodeError as error:
             raise DatasetError(f"{path}: not UTF-8 text ({error.reason})") from None
     return rows

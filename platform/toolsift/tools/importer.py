@@ -68,6 +68,8 @@ def read_catalog(path: Path) -> Iterator[Imported]:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise CatalogError(f"{where}: not valid JSON ({error.msg})") from None
+            except RecursionError:
+                raise CatalogError(f"{where}: not valid JSON (nested too deeply)") from None
             if not isinstance(record, dict) or not isinstance(
                 record.get("id", record.get("name")), str
             ):
