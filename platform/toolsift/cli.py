@@ -29,7 +29,7 @@ from . import stack
 from .access.cli import permission_app, role_app
 from .access.schemas import KeyCreate
 from .access.service import access
-from .config import Settings, get_settings
+from .config import Settings, get_settings, libpq_url
 from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
 from .embedding.base import get_backend
@@ -399,7 +399,7 @@ def _banner(
     table = Table(show_header=False, box=None)
     table.add_row("API", url)
     table.add_row("API docs", f"{url}/docs")
-    table.add_row("PostgreSQL", database_url)
+    table.add_row("PostgreSQL", libpq_url(database_url))  # as psql takes it
     table.add_row("Redis", redis_url)
     table.add_row("data", str(settings.data_dir.resolve()))
     console.print(table)
