@@ -25,6 +25,12 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    `--http-seconds`, in the order baseline, current, current, baseline, ... Prints how many
    answers differed, and selects/s and CPU per select of PostgreSQL and the API per run.
 
+With `--isolation` and no migration, the two sides are the current functions under READ
+COMMITTED (baseline) and REPEATABLE READ (current, as the API's select connections run them
+since the select reads one snapshot), compared per call only:
+
+    .venv/bin/python benchmarks/select_function_ab.py --isolation --http-rounds 0
+
 Linux only (schedstat); nothing is kept.
 """
 
@@ -97,9 +103,15 @@ def _url(url: str, side: str) -> str:
     return f"{url}{separator}options={quote('-csearch_path=baseline,public')}"
 
 
-def _connect(url: str) -> tuple[Conn, int]:
+# Per side, the default isolation of its connection (`--isolation`); None: the server's.
+ISOLATION: dict[str, str | None] = dict.fromkeys(SIDES)
+
+
+def _connect(url: str, side: str) -> tuple[Conn, int]:
     conn: Conn = psycopg.connect(url, autocommit=True)
     conn.execute("SET ROLE toolsift_app")
+    if (isolation := ISOLATION[side]) is not None:
+        conn.execute(f"SET default_transaction_isolation = '{isolation}'")
     row = conn.execute("SELECT pg_backend_pid()").fetchone()
     assert row is not None
     return conn, int(row[0])
@@ -122,7 +134,7 @@ def _functions(
                 "SELECT embedding_model FROM tenants WHERE id = %s", (tenant.tenant_id,)
             ).fetchone()
         model = row[0] if row else None
-    links = {side: _connect(_url(url, side)) for side in SIDES}
+    links = {side: _connect(_url(url, side), side) for side in SIDES}
     per_select: dict[str, list[float]] = {side: [] for side in SIDES}
 
     def call(query: str) -> dict[str, Any]:
@@ -245,7 +257,14 @@ def _hybrid(database: Database, url: str, measured: list[Tenant], rounds: int, c
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("baseline", type=Path, help="the migration whose functions to compare")
+    parser.add_argument(
+        "baseline", type=Path, nargs="?", help="the migration whose functions to compare"
+    )
+    parser.add_argument(
+        "--isolation",
+        action="store_true",
+        help="no migration: READ COMMITTED against REPEATABLE READ, per call",
+    )
     parser.add_argument("--small-tenants", type=int, default=98)
     parser.add_argument("--big", type=int, default=1000)
     parser.add_argument("--huge", type=int, default=10000)
@@ -257,7 +276,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hybrid", action="store_true", help="also hybrid, per call, at 1,000")
     args = parser.parse_args()
-    baseline = _baseline_sql(args.baseline)
+    if args.isolation:
+        if args.baseline is not None or args.http_rounds:
+            parser.error("--isolation compares per call only: no migration, --http-rounds 0")
+        ISOLATION.update(baseline="read committed", current="repeatable read")
+        baseline = None
+    elif args.baseline is None:
+        parser.error("a migration to compare, or --isolation")
+    else:
+        baseline = _baseline_sql(args.baseline)
     sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
     catalogs = generate(sizes, seed=args.seed)
     with contextlib.ExitStack() as stack:
@@ -268,10 +295,12 @@ def main() -> None:
         tenants, _ = load_all(database, catalogs, pepper=PEPPER)
         analyze(url)
         plain = url.replace("postgresql+psycopg://", "postgresql://")
-        _install_baseline(plain, baseline)
+        if baseline is not None:
+            _install_baseline(plain, baseline)
         measured = [t for t in tenants if t.catalog.name in ("big", "huge")]
 
-        print(f"baseline: {args.baseline.name}; {args.rounds} rounds of {args.calls} selects")
+        against = "READ COMMITTED" if baseline is None else args.baseline.name
+        print(f"baseline: {against}; {args.rounds} rounds of {args.calls} selects")
         print("tenant  tools   baseline ms  current ms  current / baseline (median of rounds)")
         for tenant in measured:
             cpu = _functions(plain, tenant, args.rounds, args.calls)

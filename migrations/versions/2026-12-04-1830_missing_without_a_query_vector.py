@@ -7,8 +7,10 @@ Create Date: 2026-12-04 18:30:00+00:00
 When the query could not be embedded in time (the model still loading after a start, an
 embedding server down or slow), BM25 serves alone. The answer still said
 `missing_embeddings: 0`, as if dense had scored every tool: a hybrid select that was BM25
-alone could not be told from one that was not. Without a query vector the count is now taken
-against no model, so every visible tool counts: dense scored none of them.
+alone could not be told from one that was not. The API now passes the model `''` for a query
+it meant to embed but has no vector for, and the count is then taken against no model, so
+every visible tool counts: dense scored none of them. An empty query (nothing to embed)
+counts as before.
 
 `toolsift_select` is 0013's function with that one line changed.
 """
@@ -26,10 +28,13 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 OF_THE_QUERY = "            p_tenant, CASE WHEN p_model IS NULL OR p_model = served THEN served ELSE '' END);\n"
-# A model no vector has ('') counts every visible tool.
+# No model asked (NULL: bm25, or an empty query): against the served one, as before. A
+# query that was to be embedded but has no vector (the API passes the model '') or one of
+# another model: against '', which no vector has, so every visible tool counts.
 OF_THE_VECTOR = (
-    "            p_tenant, CASE WHEN p_vector IS NOT NULL AND p_model = served\n"
-    "                           THEN served ELSE '' END);\n"
+    "            p_tenant, CASE WHEN p_model IS NULL THEN served\n"
+    "                           WHEN p_vector IS NOT NULL AND p_model = served THEN served\n"
+    "                           ELSE '' END);\n"
 )
 
 

@@ -25,7 +25,7 @@ from sqlalchemy import event, inspect, select, text
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 from sqlalchemy.orm.state import InstanceState
 
-from ..errors import Unauthenticated
+from ..errors import TenantDeleted, Unauthenticated
 from ..models import AuditEntry, Base
 from ..ops.logging import request_id
 
@@ -35,7 +35,7 @@ _LOCK_CHAIN = text("SELECT pg_advisory_xact_lock(hashtextextended(:chain, 0))")
 NOT_AUDITED = frozenset({"audit_log", "tool_terms", "term_stats", "corpus_stats"})
 _ACTOR = "audit_actor"
 _KEY_RECHECKED = "audit_key_rechecked"
-_KEY_LIVE = text("SELECT 1 FROM api_keys WHERE id = :key_id AND revoked_at IS NULL")
+_KEY_LIVE = text("SELECT revoked_at IS NULL FROM api_keys WHERE id = :key_id")
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,10 @@ def lock_chain(session: Session, tenant_id: uuid.UUID | None = None) -> None:
             # The key was checked when the request began; a revoke that committed while this
             # write waited for the lock must stop it (the revoke took the lock first). Held
             # from here to commit, the lock keeps any later revoke behind this write.
-            if session.execute(_KEY_LIVE, {"key_id": actor.key_id}).first() is None:
+            live = session.scalar(_KEY_LIVE, {"key_id": actor.key_id})
+            if live is None:  # keys are revoked, never deleted, but with their tenant
+                raise TenantDeleted()
+            if not live:
                 raise Unauthenticated("invalid or revoked API key")
             session.info[_KEY_RECHECKED] = True
 

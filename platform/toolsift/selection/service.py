@@ -20,7 +20,7 @@ from ..auth.deps import AgentKey, Principal
 from ..db import HotPool
 from ..embedding.base import EmbeddingBackend, EmbeddingError, vector_literal
 from ..embedding.cache import CachedBackend
-from ..errors import AppError, Forbidden, Unauthenticated
+from ..errors import AppError, Forbidden, TenantDeleted, Unauthenticated
 from ..lexical.analysis import TEXT_SEARCH_CONFIG
 from ..models import Tool
 from ..tools.schemas import TOOL_NAME_PATTERN
@@ -85,6 +85,16 @@ def _refusal(error: psycopg.Error, request: SelectRequest) -> AppError | None:
     return None
 
 
+async def _tenant_exists(conn: psycopg.AsyncConnection[Any], tenant_id: UUID) -> bool:
+    async with conn.transaction():
+        await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_id),))
+        cursor = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM tenants WHERE id = %s)", (tenant_id,)
+        )
+        row = await cursor.fetchone()
+    return bool(row and row[0])
+
+
 def _wants_vector(call: dict[str, Any]) -> bool:
     """A query vector serves this call: its mode has a dense part and there is a query."""
     return bool(call["mode"] != "bm25" and call["query"].strip())
@@ -129,8 +139,14 @@ class SelectionService:
                 # Stored vectors of the query's model have another dimension (the model's
                 # dimension was changed under the same name): BM25 serves, and it is said.
                 _log.error("dense search off for tenant %s: %s", key.tenant_id, error)
-                call["vector"] = call["model"] = None
+                call["vector"], call["model"] = None, ""
                 cursor = await conn.execute(_SELECT, call)
+            except psycopg.errors.SerializationFailure:
+                # The select reads one snapshot (REPEATABLE READ): its log row's check of the
+                # tenant fails so when the tenant was deleted since the select began.
+                if not await _tenant_exists(conn, key.tenant_id):
+                    raise TenantDeleted() from None
+                raise
             except psycopg.Error as error:
                 if (refusal := _refusal(error, request)) is None:
                     raise
@@ -166,20 +182,23 @@ class SelectionService:
         key_hash: str | None,
         roles: Sequence[str] | None,
     ) -> dict[str, Any]:
+        query = build_query(request)
         return {
             "tenant_id": tenant_id,
             "key_id": key_id,
             "key_hash": key_hash,
             "roles": None if roles is None else list(roles),
             "selection_id": uuid.uuid4(),
-            "query": build_query(request),
+            "query": query,
             "config": TEXT_SEARCH_CONFIG,
             "k1": bm25.K1,
             "b": bm25.B,
             "pool": CANDIDATE_POOL,
             "mode": request.mode,
             "vector": None,
-            "model": None,
+            # Until a vector replaces it: '' says a vector was wanted and is not there (every
+            # tool then counts as missing), None that none was wanted (migration 0017).
+            "model": "" if request.mode != "bm25" and query.strip() else None,
             "used": used_tools(request),
             "k": request.k,
             "budget": request.budget_tokens,
