@@ -6,7 +6,7 @@ import hashlib
 import json
 import math
 from decimal import Decimal
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 from ..models import Tool
 
@@ -84,7 +84,20 @@ def _numbers_written_out(value: Any) -> int:
     return 0
 
 
-def content_hash(tool: Tool, permission: str | None) -> str:
+class Definition(Protocol):
+    """What a definition's hash covers: a stored `Tool`, or a `ToolCreate` about to be one."""
+
+    name: str
+    title: str | None
+    description: str
+    input_schema: dict[str, Any]
+    examples: list[str]
+    core: bool
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+
+
+def content_hash(tool: Definition, permission: str | None) -> str:
     fields: dict[str, Any] = {
         "name": tool.name,
         "title": tool.title,

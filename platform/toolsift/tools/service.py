@@ -55,6 +55,10 @@ class ToolService:
                     field=f"{field}[{index}].name" if field else "name",
                 )
             seen[item.name] = index
+        if (
+            nothing := self._nothing_to_write(session, items, field=field, source=source)
+        ) is not None:
+            return nothing
         # One tool writer per tenant at a time, so that a version and the statistics move
         # from the last committed write; rows loaded before the lock are read again.
         lock_chain(session, tenant_id)
@@ -235,6 +239,42 @@ class ToolService:
         if permission_id is None:
             return None
         return session.scalar(select(Permission.name).where(Permission.id == permission_id))
+
+    def _nothing_to_write(
+        self, session: Session, items: Sequence[ToolCreate], *, field: str, source: str
+    ) -> UpsertResult | None:
+        """The answer to an upsert that would change no tool, read without the tenant's writer
+        lock; None when any tool would change (the write then takes the lock and reads again).
+
+        Re-importing an unchanged catalog is the common case (an idempotent deploy step, a
+        resync) and wrote nothing already, but it held the lock while it loaded and hashed
+        every tool: two such loops of 1,000 tools let a delete through every few seconds. An
+        answer read here is one the locked path would have given at that moment."""
+        self._permission_ids(session, items, field=field, source=source)  # the same refusals
+        rows = session.execute(
+            select(
+                Tool.name, Tool.id, Tool.position, Tool.version, Tool.content_hash, Tool.source,
+                Tool.deleted_at,
+            ).where(Tool.name.in_([i.name for i in items]))
+        ).all()  # fmt: skip
+        current = {row.name: row for row in rows}
+        answer: list[UpsertItem] = []
+        for item in items:
+            row = current.get(item.name)
+            if (
+                row is None
+                or row.deleted_at is not None
+                or row.source != source
+                or row.content_hash != content_hash(item, item.required_permission)
+            ):
+                return None
+            answer.append(
+                UpsertItem(
+                    id=row.id, name=item.name, position=row.position, version=row.version,
+                    status="unchanged",
+                )
+            )  # fmt: skip
+        return UpsertResult(tools=answer, created=0, updated=0, unchanged=len(answer))
 
     def _permission_ids(
         self, session: Session, items: Sequence[ToolCreate], *, field: str, source: str
