@@ -33,4 +33,3 @@ def test_an_unchanged_catalog_is_answered_while_another_writer_holds_the_lock(
         (t["id"], t["position"], t["version"]) for t in first["tools"]
     ]
     assert (updated["unchanged"], updated["updated"]) == (49, 1)
-
