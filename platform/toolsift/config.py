@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     # Commands a stdio source may run, as exact paths. Empty (the default) refuses stdio
     # sources: a tenant admin must not start processes on the workers.
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Environment variables a stdio source may set (exact names): empty, none. A list of
+    # allowed names, since many variables make an interpreter or the loader run other code.
+    mcp_stdio_env: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Whether an MCP source's URL may reach loopback, private, link-local (cloud metadata) or
     # other non-public addresses from the API and workers. None: yes, except in production,
     # where tenant admins must not be able to probe the operator's own network.
@@ -115,7 +118,7 @@ class Settings(BaseSettings):
     # A server's list TTL shorter than this is stretched to it: a hint, not a hammer.
     mcp_min_sync_interval: int = 60
 
-    @field_validator("cors_origins", "mcp_stdio_commands", mode="before")
+    @field_validator("cors_origins", "mcp_stdio_commands", "mcp_stdio_env", mode="before")
     @classmethod
     def _origins(cls, value: object) -> object:
         """A comma-separated list in the environment, a JSON list also accepted."""

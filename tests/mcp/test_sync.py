@@ -31,6 +31,9 @@ from .servers.live import LiveServer, tool
 ROOT = Path(__file__).resolve().parents[2]
 
 
+PY = sys.executable
+
+
 def add_source(admin: Caller, url: str, name: str = "srv", **extra: Any) -> dict[str, Any]:
     body = {"name": name, "transport": "http", "url": url, **extra}
     return admin.ok(admin.post("/admin/v1/mcp/sources", body), 201)  # type: ignore[no-any-return]
@@ -230,6 +233,48 @@ class TestSync:
         )
         assert server.headers == []  # nothing reached the server
 
+    def test_a_secret_cut_by_the_stderr_tail_is_scrubbed_before_the_cut(
+        self, admin: Caller
+    ) -> None:
+        token = "sk-live-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
+        script = (
+            "import os, sys; sys.stderr.write('auth failed for token ' + os.environ['API_TOKEN']"
+            " + '\\n' + 'x' * 262 + '\\n'); sys.exit(1)"
+        )
+        body = {
+            "name": "local", "transport": "stdio", "command": PY,
+            "args": ["-c", script], "env": {"API_TOKEN": token},
+        }  # fmt: skip
+        source = admin.ok(admin.post("/admin/v1/mcp/sources", body), 201)
+        failed = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
+        assert failed.status_code == 502
+        error = source_state(admin, source)["last_error"]
+        assert "x" * 262 in error
+        for piece in (token[i : i + 8] for i in range(0, len(token) - 8)):
+            assert piece not in error + failed.text
+
+    def test_a_variable_the_operator_no_longer_lists_stops_the_sync(
+        self, admin: Caller, database: Database, settings: Settings
+    ) -> None:
+        body = {
+            "name": "local", "transport": "stdio", "command": PY,
+            "args": ["-c", "pass"], "env": {"API_TOKEN": "tok-abcdefgh"},
+        }  # fmt: skip
+        source = admin.ok(admin.post("/admin/v1/mcp/sources", body), 201)
+        narrower = settings.model_copy(update={"mcp_stdio_env": ["PYTHONPATH"]})
+
+        def never(target: Any) -> Any:
+            raise AssertionError("the program must not start")
+
+        result = sync_source(
+            database, admin.tenant_id, source["id"], settings=narrower, fetch=never
+        )
+        assert (result.status, result.error) == (
+            "failed",
+            "env: API_TOKEN may not be set here: the operator lists the variables a stdio"
+            " source may set in TOOLSIFT_MCP_STDIO_ENV",
+        )
+
     def test_a_server_that_goes_down_keeps_the_last_good_catalog(
         self, admin: Caller, agent: Caller, client: TestClient, server: LiveServer
     ) -> None:
@@ -416,9 +461,10 @@ class TestBadConfiguration:
             ),
             ({"transport": "http", "url": "https://e.com", "prefix": "a b"}, "prefix"),
             ({"transport": "carrier-pigeon", "url": "https://e.com"}, "transport"),
-            ({"transport": "stdio", "command": "x", "env": {"LD_PRELOAD": "/tmp/x.so"}}, "env"),
-            ({"transport": "stdio", "command": "x", "env": {"node_options": "-r x"}}, "env"),
-            ({"transport": "stdio", "command": "x", "env": {"A=B": "c"}}, "env"),
+            ({"transport": "stdio", "command": PY, "env": {"LD_PRELOAD": "/tmp/x.so"}}, "env"),
+            ({"transport": "stdio", "command": PY, "env": {"PYTHONWARNINGS": "x"}}, "env"),
+            ({"transport": "stdio", "command": PY, "env": {"BROWSER": "sh -c id"}}, "env"),
+            ({"transport": "stdio", "command": PY, "env": {"A=B": "c"}}, "env"),
         ],
     )
     def test_bad_source_input_names_the_field(

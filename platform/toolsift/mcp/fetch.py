@@ -12,7 +12,7 @@ import ipaddress
 import os
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
@@ -24,6 +24,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
+
+from .secrets import scrub_values
 
 MAX_TOOLS = 10_000
 MAX_PAGES = 1_000
@@ -102,7 +104,10 @@ class Witness:
     stdout lines of a stdio server that are no MCP message (the SDK skips them, so a server
     that writes only those looks like one that never answers), and the server's stderr."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: Sequence[str] = ()) -> None:
+        # Scrubbed from what the server said before anything is cut short: a secret cut in
+        # two would no longer match.
+        self.secrets = list(secrets)
         self.http_status: str | None = None
         self.public_only = False
         self.refused: str | None = None
@@ -125,7 +130,8 @@ class Witness:
             self.stray_lines += 1
             if self.first_stray is None:
                 errors = message.errors()
-                self.first_stray = str(errors[0].get("input", "") if errors else "")[:80]
+                line = str(errors[0].get("input", "") if errors else "")
+                self.first_stray = scrub_values(line, self.secrets)[:80]
         await anyio.lowlevel.checkpoint()
 
     def explain(self, message: str) -> str:
@@ -148,17 +154,22 @@ class Witness:
             )
         if self.stderr:
             message += f"; its stderr ended: {self.stderr!r}"
-        return message[:_MESSAGE_CHARS]
+        return scrub_values(message, self.secrets)[:_MESSAGE_CHARS]
 
     def read_stderr(self, file: IO[bytes], chars: int = 300) -> None:
-        """Keep the last `chars` of what the server wrote to stderr, lines joined."""
+        """Keep the last `chars` of what the server wrote to stderr, lines joined, secrets
+        scrubbed first."""
         try:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - 4 * chars))
+            start = max(0, file.seek(0, os.SEEK_END) - 4 * chars)
+            file.seek(start)
             text = file.read().decode("utf-8", errors="replace")
         except (OSError, ValueError):
             return
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        self.stderr = " | ".join(lines)[-chars:]
+        lines = [line.strip() for line in text.splitlines()]
+        if start > 0 and lines:
+            lines = lines[1:]  # begun mid-line: maybe mid-secret
+        text = scrub_values("\n".join(line for line in lines if line), self.secrets)
+        self.stderr = " | ".join(text.splitlines())[-chars:]
 
 
 _MESSAGE_CHARS = 1_000
@@ -229,9 +240,11 @@ async def fetch_catalog(
     max_pages: int = MAX_PAGES,
     max_bytes: int = MAX_CATALOG_BYTES,
     timeout: float = TIMEOUT_SECONDS,
+    secrets: Sequence[str] = (),
 ) -> Catalog:
-    """All tools of an MCP server: a streamable-HTTP URL or a stdio command."""
-    witness = Witness()
+    """All tools of an MCP server: a streamable-HTTP URL or a stdio command. `secrets`: the
+    source's secret values, scrubbed from an error before it is cut short."""
+    witness = Witness(secrets)
     try:
         with anyio.fail_after(timeout):
             async with connect(target, timeout=timeout, witness=witness) as client:
@@ -244,7 +257,7 @@ async def fetch_catalog(
         message = f"the server did not list its tools within {timeout:g} s"
         raise FetchError(witness.explain(message)) from None
     except Exception as error:  # the SDK and transports raise many kinds; all mean "no catalog"
-        raise FetchError(witness.explain(describe_error(error))) from None
+        raise FetchError(witness.explain(describe_error(error, limit=None))) from None
 
 
 async def _pages(
@@ -280,17 +293,20 @@ async def _pages(
         seen.add(cursor)
 
 
-def describe_error(error: BaseException) -> str:
-    """One line naming the failure, from the innermost useful error of a group."""
+def describe_error(error: BaseException, *, limit: int | None = 500) -> str:
+    """One line naming the failure, from the innermost useful error of a group; at most
+    `limit` characters."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, ValidationError):
         # The server's reply did not fit the protocol: say where (`tools.3.inputSchema`).
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(root)"
-        return f"the server's reply does not fit {error.title}: {where}: {first['msg']}"[:500]
-    text = str(error).splitlines()[0] if str(error) else ""
-    return f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
+        said = f"the server's reply does not fit {error.title}: {where}: {first['msg']}"
+    else:
+        text = str(error).splitlines()[0] if str(error) else ""
+        said = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return said if limit is None else said[:limit]
 
 
 def fetch_catalog_sync(target: Target, **limits: Any) -> Catalog:

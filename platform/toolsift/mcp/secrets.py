@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -65,11 +66,16 @@ def unseal(secret_key: str, token: bytes | None) -> SourceSecrets:
 def scrub(text: str, secrets: SourceSecrets) -> str:
     """`text` with every secret value, and the forms a server may quote it in (URL-quoted
     for a path, a query or a form, JSON-escaped), replaced."""
+    return scrub_values(text, secrets.values())
+
+
+def scrub_values(text: str, values: Sequence[str]) -> str:
+    """`scrub` for values alone (what a fetch knows of a source's secrets)."""
     from urllib.parse import quote, quote_plus
 
     forms = {
         form
-        for value in secrets.values()
+        for value in values
         for form in (
             value,
             quote(value, safe=""),

@@ -249,6 +249,7 @@ class McpService:
         secrets = unseal(settings.secret_key, source.secrets)
         if source.transport == "stdio":
             command = _check_command(source.command, settings)
+            _check_env(secrets.env, settings)  # again: the operator's list may be newer
             return StdioTarget(command, list(source.args), env=secrets.env or None), secrets
         headers = dict(secrets.headers)
         if secrets.bearer_token:
@@ -263,6 +264,7 @@ class McpService:
             raise Unprocessable(
                 "give either bearer_token or an Authorization header, not both", field="headers"
             )
+        _check_env(secrets.env, settings)
         development_key = settings.secret_key.startswith("changethis")
         if settings.env == "production" and development_key and secrets.values():
             field = (
@@ -677,7 +679,10 @@ def sync_source(
     field: str | None = None
     catalog: Catalog | None = None
     try:
-        catalog = (fetch or fetch_catalog_sync)(target)
+        if fetch is not None:
+            catalog = fetch(target)
+        else:
+            catalog = fetch_catalog_sync(target, secrets=secrets.values())
     except FetchError as failure:
         error = scrub(str(failure), secrets)
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
@@ -792,6 +797,18 @@ def _check_url(url: str | None, settings: Settings) -> str:
             field="url",
         )
     return url
+
+
+def _check_env(env: dict[str, str], settings: Settings) -> None:
+    """Only variables the operator lists: interpreters read too many (PYTHONWARNINGS,
+    BROWSER, PATH, NODE_OPTIONS, JAVA_TOOL_OPTIONS, LD_PRELOAD, ...) that make an allowed
+    program run other code for a list of refused names to be safe."""
+    if refused := sorted(set(env) - set(settings.mcp_stdio_env)):
+        raise Unprocessable(
+            f"env: {refused[0]} may not be set here: the operator lists the variables a stdio"
+            " source may set in TOOLSIFT_MCP_STDIO_ENV",
+            field="env",
+        )
 
 
 def _check_command(command: str | None, settings: Settings) -> str:
