@@ -449,6 +449,41 @@ class TestARefusedText:
             ("b", "refusing-model"),
         ]
 
+    def test_refusals_count_tools_and_go_when_their_model_is_given_up(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(database)
+        _upsert(database, tenant_id, ToolCreate(name="ok", description="fine"))
+        _upsert(database, tenant_id, ToolCreate(name="a", description="poison"))
+
+        class RefusesAll(RefusesPoison):
+            model = "other-refusing-model"
+
+            def embed(self, texts: Sequence[str]) -> list[list[float]]:
+                return super().embed([f"poison {t}" for t in texts])
+
+        # The first model serves at once, refusing "a"; a model change refuses both tools.
+        for backend in (RefusesPoison(), RefusesAll()):
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                service.reindex(session, tenant_id, force=True)
+            for _ in range(service.MAX_EMBED_REFUSALS):
+                republish_and_run(database, backend)
+        assert _served(owner_conn, tenant_id) == "refusing-model"
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            status = service.status(session, tenant_id)
+        assert status.refused_tools == 2  # tools, not (tool, model) pairs
+        assert [(r.name, r.model) for r in status.refused] == [
+            ("ok", "other-refusing-model"),
+            ("a", "other-refusing-model"),
+            ("a", "refusing-model"),
+        ]
+        # The change is given up: the served model runs again, and nothing will settle the
+        # other model's refusal any more.
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            service.reindex(session, tenant_id, force=True)
+        republish_and_run(database, RefusesPoison())
+        assert _refusals(owner_conn, tenant_id) == [("a", "refusing-model", 1)]
+
     def test_the_status_shows_a_model_change_in_progress(
         self, database: Database, owner_conn: OwnerConn
     ) -> None:

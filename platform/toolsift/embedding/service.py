@@ -267,6 +267,13 @@ _DROP_OTHER_MODELS = (
     text("DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND model <> :model"),
     text("DELETE FROM embedding_refusals WHERE tenant_id = :tenant_id AND model <> :model"),
 )
+# Refusals by a model that neither serves nor is being embedded with (a model change given
+# up): nothing will ever settle them.
+_ABANDONED = text(
+    "DELETE FROM embedding_refusals r USING tenants tn"
+    " WHERE r.tenant_id = :tenant_id AND tn.id = r.tenant_id"
+    " AND r.model <> :model AND r.model IS DISTINCT FROM tn.embedding_model"
+)
 # A vector stored settles an earlier refusal (a reindex, or a server that now takes the text).
 _SETTLED = text(
     "DELETE FROM embedding_refusals"
@@ -312,6 +319,7 @@ def embed_jobs(
                 _SETTLED, {"tenant_id": tenant_id, "model": model, "ids": [r.id for r in todo]}
             )
         session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
+        session.execute(_ABANDONED, {"tenant_id": tenant_id, "model": model})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
             for statement in _DROP_OTHER_MODELS:
                 session.execute(statement, {"tenant_id": tenant_id, "model": model})
@@ -459,11 +467,16 @@ _STATUS = text(
 # Tools given up at their current version, by any model (a model change in progress too).
 _REFUSED = text(
     """
-    SELECT t.name, r.model, r.version, r.reason, r.refused_at, count(*) OVER ()
-    FROM embedding_refusals r
-    JOIN tools t ON t.tenant_id = r.tenant_id AND t.id = r.tool_id
-    WHERE r.tenant_id = :tenant_id AND t.deleted_at IS NULL AND r.version = t.version
-    ORDER BY t.position, r.model
+    WITH current AS (
+        SELECT t.name, t.position, r.tool_id, r.model, r.version, r.reason, r.refused_at
+        FROM embedding_refusals r
+        JOIN tools t ON t.tenant_id = r.tenant_id AND t.id = r.tool_id
+        WHERE r.tenant_id = :tenant_id AND t.deleted_at IS NULL AND r.version = t.version
+    )
+    SELECT name, model, version, reason, refused_at,
+           (SELECT count(DISTINCT tool_id) FROM current)
+    FROM current
+    ORDER BY position, model
     LIMIT :limit
     """
 )
