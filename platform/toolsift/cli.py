@@ -98,6 +98,10 @@ def serve(
     settings = get_settings()
     if not settings.database_url:
         fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
+    try:  # refused here in one line, not in each uvicorn worker's traceback
+        settings.check_secrets()
+    except ValueError as error:
+        fail(str(error))
     prepare_multiprocess_dir()
     # The app logs each request itself, with its request id; uvicorn's access log is off
     # (`ops.logging.configure` keeps its logger without a handler).

@@ -141,14 +141,18 @@ class Settings(BaseSettings):
 
     def check_secrets(self) -> None:
         """Refuse to serve production with guessable secrets: the operator key and the
-        metrics token are compared as given (nothing throttles guesses at them)."""
+        metrics token are compared as given (nothing throttles guesses at them), and the
+        pepper and the secret key guard what a database dump holds."""
         if self.env != "production":
             return
         if self.key_pepper.startswith("changethis"):
             raise ValueError("TOOLSIFT_KEY_PEPPER must be set in production")
+        development_secret_key = self.secret_key.startswith("changethis")
         for name, value in (
+            ("KEY_PEPPER", self.key_pepper),
             ("OPERATOR_KEY", self.operator_key),
             ("METRICS_TOKEN", self.metrics_token),
+            ("SECRET_KEY", None if development_secret_key else self.secret_key),
         ):
             if value is not None and len(value) < MIN_SECRET_CHARS:
                 raise ValueError(
@@ -157,7 +161,7 @@ class Settings(BaseSettings):
                 )
 
 
-#: Shortest operator key or metrics token production accepts.
+#: Shortest secret production accepts (pepper, operator key, metrics token, secret key).
 MIN_SECRET_CHARS = 32
 
 

@@ -227,3 +227,30 @@ class TestSearchTools:
         names = _names(_call(base_url, support_agent.key, args)[1])
         assert "srv_courier" in names
         assert "srv_parcel" not in names
+
+
+def test_a_search_whose_tenant_is_deleted_under_it_says_so(
+    settings: Settings, database: Database, support_agent: Caller, owner_conn: Any
+) -> None:
+    """The select's one snapshot predates the delete; its log row then fails to serialize."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.fixtures.db import wait_for_lock_waiters
+    from toolsift.auth import keys
+    from toolsift.auth.deps import Principal
+    from toolsift.db import ALL_PERMISSIONS
+    from toolsift.errors import TenantDeleted
+    from toolsift.mcp.endpoint import McpEndpoint, _request
+    from toolsift.tenants.service import tenant as tenant_service
+
+    parsed = keys.parse_key(support_agent.key)
+    assert parsed is not None
+    principal = Principal(parsed.tenant_id, parsed.key_id, "agent", frozenset({"support"}))
+    endpoint = McpEndpoint(database, settings)
+    with ThreadPoolExecutor(1) as pool:
+        with database.unit_of_work(parsed.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tenant_service.delete(session)
+            search = pool.submit(endpoint._select, principal, _request({"query": "order"}))
+            wait_for_lock_waiters(owner_conn, 1)
+        with pytest.raises(TenantDeleted):
+            search.result(timeout=20)

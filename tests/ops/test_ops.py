@@ -267,6 +267,8 @@ class TestProductionSecrets:
             ({"key_pepper": "changethis-development-pepper"}, "TOOLSIFT_KEY_PEPPER"),
             ({"operator_key": "hunter2"}, "TOOLSIFT_OPERATOR_KEY must be at least 32"),
             ({"metrics_token": "short"}, "TOOLSIFT_METRICS_TOKEN must be at least 32"),
+            ({"key_pepper": "x"}, "TOOLSIFT_KEY_PEPPER must be at least 32"),
+            ({"secret_key": "s3cret"}, "TOOLSIFT_SECRET_KEY must be at least 32"),
         ],
     )
     def test_guessable_secrets_stop_a_production_server(

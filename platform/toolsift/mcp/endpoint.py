@@ -16,18 +16,21 @@ from typing import Any, get_args
 import anyio.to_thread
 import jsonschema_rs
 import mcp_types as types
+import psycopg
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import ValidationError
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from starlette.types import Receive, Scope, Send
 
 from ..access.schemas import NAME_PATTERN
 from ..auth import keys
 from ..auth.deps import Principal, _authenticate
 from ..config import Settings
-from ..db import Database
+from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
-from ..errors import AppError, Forbidden, Unauthenticated
+from ..errors import AppError, Forbidden, TenantDeleted, Unauthenticated
 from ..security.ratelimit import RateLimiter
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
@@ -206,11 +209,27 @@ class McpEndpoint:
         )
 
     def _select(self, principal: Principal, request: SelectRequest) -> dict[str, Any]:
-        with self.database.unit_of_work(
-            principal.tenant_id, permissions="", snapshot=True
-        ) as session:
-            response = selection.select(session, principal, request, self._embedder)
+        try:
+            with self.database.unit_of_work(
+                principal.tenant_id, permissions="", snapshot=True
+            ) as session:
+                response = selection.select(session, principal, request, self._embedder)
+        except (DBAPIError, psycopg.Error) as error:
+            # One snapshot: the log row's check of a tenant deleted since it was taken fails
+            # as a serialization error (the hot path answers it the same way).
+            cause = error.orig if isinstance(error, DBAPIError) else error
+            conflict = isinstance(cause, psycopg.errors.SerializationFailure)
+            if (conflict or tenant_gone(error)) and not self._tenant_exists(principal):
+                raise TenantDeleted() from None
+            raise
         return response.model_dump(mode="json", exclude_none=True)
+
+    def _tenant_exists(self, principal: Principal) -> bool:
+        with self.database.unit_of_work(principal.tenant_id, permissions="") as session:
+            found = session.scalar(
+                text("SELECT 1 FROM tenants WHERE id = :t"), {"t": principal.tenant_id}
+            )
+        return found is not None
 
 
 async def _send_json(

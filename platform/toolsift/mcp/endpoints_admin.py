@@ -104,7 +104,7 @@ _syncing_lock = threading.Lock()
 def _sync_slot(source_id: UUID) -> Iterator[None]:
     with _syncing_lock:
         if source_id in _syncing:
-            raise Conflict("a sync of this source is running; its result is next")
+            raise Conflict("a sync of this source is already running; wait for its result")
         if not _slots.acquire(blocking=False):
             raise Busy(
                 f"{INLINE_SYNCS} syncs are running in this API process; retry shortly",

@@ -83,10 +83,9 @@ async def _refusal(request: httpx2.Request) -> str | None:
     for *_, sockaddr in found:
         address = ipaddress.ip_address(sockaddr[0])
         if not _public(address):
-            return (
-                f"{host} resolves to {address}, which is not a public address; this"
-                " deployment lets MCP sources reach public addresses only"
-                " (TOOLSIFT_MCP_PRIVATE_NETWORKS)"
+            return (  # the address itself is not said: it would map the operator's network
+                f"{host} resolves to an address that is not public; this deployment lets MCP"
+                " sources reach public addresses only (TOOLSIFT_MCP_PRIVATE_NETWORKS)"
             )
     return None
 
