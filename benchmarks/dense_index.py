@@ -35,7 +35,7 @@ from toolsift.bench.synthetic import Sizes, generate
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 
-PEPPER = "dense-index-pepper"
+PEPPER = "dense-index-pepper-0123456789abcdef"  # production wants 32+ characters
 LIMIT = 100
 DIMENSION = 384
 HNSW_ORDER = "e.embedding::vector(384) <=> CAST(%(query)s AS vector(384))"

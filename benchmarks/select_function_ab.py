@@ -61,7 +61,7 @@ from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.selection import bm25
 from toolsift.selection.service import _SELECT, CANDIDATE_POOL
 
-PEPPER = "select-function-ab-pepper"
+PEPPER = "select-function-ab-pepper-0123456789"  # production wants 32+ characters
 SIDES = ("baseline", "current")
 CONCURRENCY = 8
 

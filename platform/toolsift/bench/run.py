@@ -31,7 +31,7 @@ from .stack import ApiServer, postmaster_pid, sigterm_as_interrupt, start_databa
 from .stats import CpuMeter
 from .synthetic import Catalog, Query, Sizes, generate
 
-PEPPER = "toolsift-bench-pepper"
+PEPPER = "toolsift-bench-pepper-0123456789abcdef"  # production wants 32+ characters
 #: (group key, metric, limit): "p50" limits are in ms, "throughput" ones in selects/s.
 TARGETS: tuple[tuple[str, str, float], ...] = (
     ("big", "p50", 5.0),
