@@ -19,7 +19,6 @@ from uuid import UUID
 
 import httpx
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -34,7 +33,7 @@ from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
 from .embedding.base import get_backend
 from .errors import AppError
-from .kit.commands import DataDir, fail, known_tenant, tenant_exists
+from .kit.commands import DataDir, err, fail, known_tenant, settings_for, valid
 from .kit.interrupts import StickyInterrupt
 from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
@@ -63,18 +62,12 @@ except ImportError:  # pragma: no cover - the bench extra is not installed
     pass
 
 console = Console()
-err = Console(stderr=True)
-
-
-def _settings(data_dir: Path | None) -> Settings:
-    settings = get_settings()
-    return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
 
 
 @app.command()
 def migrate(data_dir: DataDir = None) -> None:
     """Apply the database migrations (Alembic) up to head."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     with stack.database_url(settings) as url:
         upgrade(url)
     console.print("[green]migrated to head[/green]")
@@ -154,7 +147,7 @@ def worker(
     data_dir: DataDir = None,
 ) -> None:
     """Start a Celery worker (needs DATABASE_URL and REDIS_URL)."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     # Celery would otherwise try redis://127.0.0.1:6379 and retry quietly for minutes.
     for name, value in (("DATABASE_URL", settings.database_url), ("REDIS_URL", settings.redis_url)):
         if not value:
@@ -187,7 +180,7 @@ def reindex(
 
     if (tenant is None) == (not all_tenants):
         fail("give either --tenant ID or --all-tenants")
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         try:
@@ -269,7 +262,7 @@ def up(
     from .app import create_app
     from .demo.loader import load_demo
 
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # One `up` per data dir: a second would share the first's servers, stop them on its way
     # out and run a second beat on one schedule. The lock goes with this process.
@@ -364,7 +357,7 @@ def _demo_loaded(database: Database, state: Path) -> bool:
     """Whether the demo tenant of `state` is still there (an operator may have deleted it)."""
     if not state.exists():
         return False
-    return tenant_exists(database, UUID(json.loads(state.read_text())["tenant_id"]))
+    return database.tenant_exists(UUID(json.loads(state.read_text())["tenant_id"]))
 
 
 def _bindable(host: str, port: int) -> bool:
@@ -431,11 +424,8 @@ def _banner(
 @tenant_app.command("create")
 def tenant_create(name: str, data_dir: DataDir = None) -> None:
     """Create a tenant and print its first admin key (shown once)."""
-    settings = _settings(data_dir)
-    try:
-        data = TenantCreate(name=name)
-    except ValidationError as error:
-        fail(f"name: {error.errors()[0]['msg']}")
+    settings = settings_for(data_dir)
+    data = valid(TenantCreate, name=name)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         with database.unit_of_work(None) as session:
@@ -450,7 +440,7 @@ def tenant_create(name: str, data_dir: DataDir = None) -> None:
 @tenant_app.command("list")
 def tenant_list(data_dir: DataDir = None) -> None:
     """Every tenant with its id and live tool count, oldest first."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         try:
@@ -471,7 +461,7 @@ def tenant_delete(
     data_dir: DataDir = None,
 ) -> None:
     """Delete a tenant with its catalog, keys, roles, vectors and logs, for good."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         try:
@@ -510,7 +500,7 @@ def key_create(
     data_dir: DataDir = None,
 ) -> None:
     """Create an API key and print it (shown once)."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     try:
         data = KeyCreate(name=name, scope=scope, roles=role or [])
     except ValueError as error:
@@ -537,7 +527,7 @@ def tools_import(
     data_dir: DataDir = None,
 ) -> None:
     """Import (upsert by name) a catalog; each batch commits on its own."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     try:
         items = [item.tool for item in read_catalog(file)]
     except CatalogError as error:
@@ -586,7 +576,7 @@ def report(
     tools, empty results, near-duplicates, unused tools, drift after new versions."""
     from .analytics.report import render
 
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         known_tenant(database, tenant)

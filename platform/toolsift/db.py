@@ -99,6 +99,12 @@ class Database:
         with self.sessions(info=info, bind=bind) as session, session.begin():
             yield session
 
+    def tenant_exists(self, tenant_id: UUID) -> bool:
+        """Whether the tenant is there (it may have been deleted while a request ran)."""
+        with self.unit_of_work(tenant_id) as session:
+            found = session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant_id})
+        return found is not None
+
     def dispose(self) -> None:
         self.engine.dispose()
 

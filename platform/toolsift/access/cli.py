@@ -7,15 +7,13 @@ permissions, roles granting them, then `toolsift key create --role`.
 
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import Unprocessable
-from ..kit.commands import DataDir, Tenant, tenant_session
+from ..kit.commands import DataDir, Tenant, tenant_session, valid
 from .schemas import PermissionCreate, RoleCreate
 from .service import access
 
@@ -23,7 +21,6 @@ permission_app = typer.Typer(help="Permissions that tools require.", no_args_is_
 role_app = typer.Typer(help="Roles: named sets of permissions.", no_args_is_help=True)
 console = Console()
 
-Schema = TypeVar("Schema", PermissionCreate, RoleCreate)
 Description = Annotated[str, typer.Option(help="What it is for.")]
 
 
@@ -36,7 +33,7 @@ def permission_create(
 ) -> None:
     """Create a permission (tools may then require it, roles grant it)."""
     with tenant_session(tenant, data_dir) as session:
-        data = _valid(PermissionCreate, name=name, description=description)
+        data = valid(PermissionCreate, name=name, description=description)
         access.create_permission(session, tenant, data)
     console.print(f"created permission {name}")
 
@@ -72,7 +69,7 @@ def role_create(
 ) -> None:
     """Create a role granting permissions (agent keys may then assert it)."""
     with tenant_session(tenant, data_dir) as session:
-        data = _valid(RoleCreate, name=name, description=description, permissions=permission or [])
+        data = valid(RoleCreate, name=name, description=description, permissions=permission or [])
         role = access.create_role(session, tenant, data)
     console.print(f"created role {name}: {', '.join(role.permissions) or 'no permissions'}")
 
@@ -112,13 +109,3 @@ def role_delete(role: str, tenant: Tenant, data_dir: DataDir = None) -> None:
         ids = access.role_ids(session, [role], field="role")
         access.delete_role(session, ids[role])
     console.print(f"deleted role {role}")
-
-
-def _valid(schema: type[Schema], **fields: object) -> Schema:
-    """The API's own validation, failing as the API would, naming the field."""
-    try:
-        return schema.model_validate(fields)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise Unprocessable(first["msg"], field=where) from None

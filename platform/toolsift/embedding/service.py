@@ -236,11 +236,12 @@ _DONE = text("DELETE FROM outbox WHERE tenant_id = :tenant_id AND id = ANY(:jobs
 
 # A new model takes over once every live tool has a vector in it or was refused by it for
 # good at its current version (`embedding_refusals`: it stays findable by BM25), and at least
-# one vector exists, so a server that refuses everything never replaces a working model; until
-# then the old one keeps serving. A tenant with no model yet takes the first one at once. The CASE fixes the
-# order: with the OR of an AND list, PostgreSQL checked the catalog (an anti-join over every
-# live tool, quadratic under a bad plan) before the cheap "already served" test, in every
-# task; at 256 tools that was 14-57 ms of a task's 19-93 ms of statements.
+# one vector exists, so a server that refuses everything never replaces a working model;
+# until then the old one keeps serving. A tenant with no model yet takes the first one at
+# once. The CASE fixes the order: with the OR of an AND list, PostgreSQL checked the catalog
+# (an anti-join over every live tool, quadratic under a bad plan) before the cheap "already
+# served" test, in every task; at 256 tools that was 14-57 ms of a task's 19-93 ms of
+# statements.
 _SWITCH = text(
     """
     UPDATE tenants SET embedding_model = :model

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, TypeVar
 from uuid import UUID
 
 import typer
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from .. import stack
-from ..config import get_settings
+from ..config import Settings, get_settings
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError
 from ..security import audit
@@ -26,6 +26,7 @@ DataDir = Annotated[
     typer.Option("--data-dir", envvar="TOOLSIFT_DATA_DIR", help="Where embedded data lives."),
 ]
 Tenant = Annotated[UUID, typer.Option(help="Tenant id.")]
+Schema = TypeVar("Schema", bound=BaseModel)
 
 
 def fail(message: str) -> NoReturn:
@@ -34,16 +35,26 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def tenant_exists(database: Database, tenant: UUID) -> bool:
-    with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
-        found = session.scalar(text("SELECT 1 FROM tenants WHERE id = :t"), {"t": tenant})
-    return found is not None
+def valid(schema: type[Schema], **fields: object) -> Schema:
+    """The API's own validation of a command's arguments; its first error, naming the
+    field, is the command's exit."""
+    try:
+        return schema.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+
+
+def settings_for(data_dir: Path | None) -> Settings:
+    """The settings, with the command's `--data-dir` when it gave one."""
+    settings = get_settings()
+    return settings.model_copy(update={"data_dir": data_dir}) if data_dir else settings
 
 
 def known_tenant(database: Database, tenant: UUID) -> None:
     """Stop with a clear message for a tenant id that names no tenant (not a traceback, and
     not a write that succeeds at doing nothing)."""
-    if not tenant_exists(database, tenant):
+    if not database.tenant_exists(tenant):
         database.dispose()
         fail(f"no tenant {tenant} (`toolsift tenant create` prints a new one's id)")
 
@@ -52,10 +63,7 @@ def known_tenant(database: Database, tenant: UUID) -> None:
 def tenant_session(tenant: UUID, data_dir: Path | None = None) -> Iterator[Session]:
     """One audited transaction of an existing tenant, as the CLI; an AppError is a clear
     exit naming its field."""
-    settings = get_settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
-    with stack.database_url(settings) as url:
+    with stack.database_url(settings_for(data_dir)) as url:
         database = Database(url, pool_size=1)
         try:
             known_tenant(database, tenant)

@@ -27,7 +27,7 @@ from .. import stack
 from ..config import Settings, get_settings
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError
-from ..kit.commands import fail
+from ..kit.commands import err, fail
 from ..models import McpSource, Tool
 from ..security import audit
 from .listener import OnChange
@@ -36,7 +36,6 @@ from .service import Due, mcp, sync_source
 
 app = typer.Typer(help="MCP sources: import tool catalogs from MCP servers.", no_args_is_help=True)
 console = Console()
-err = Console(stderr=True)
 
 Tenant = Annotated[UUID, typer.Option(help="Tenant id.")]
 

@@ -20,7 +20,6 @@ import psycopg
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import ValidationError
-from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from starlette.types import Receive, Scope, Send
 
@@ -219,17 +218,12 @@ class McpEndpoint:
             # as a serialization error (the hot path answers it the same way).
             cause = error.orig if isinstance(error, DBAPIError) else error
             conflict = isinstance(cause, psycopg.errors.SerializationFailure)
-            if (conflict or tenant_gone(error)) and not self._tenant_exists(principal):
+            if (conflict or tenant_gone(error)) and not self.database.tenant_exists(
+                principal.tenant_id
+            ):
                 raise TenantDeleted() from None
             raise
         return response.model_dump(mode="json", exclude_none=True)
-
-    def _tenant_exists(self, principal: Principal) -> bool:
-        with self.database.unit_of_work(principal.tenant_id, permissions="") as session:
-            found = session.scalar(
-                text("SELECT 1 FROM tenants WHERE id = :t"), {"t": principal.tenant_id}
-            )
-        return found is not None
 
 
 async def _send_json(

@@ -182,29 +182,31 @@ class SelectionService:
         key_hash: str | None,
         roles: Sequence[str] | None,
     ) -> dict[str, Any]:
-        query = build_query(request)
-        return {
+        call = {
             "tenant_id": tenant_id,
             "key_id": key_id,
             "key_hash": key_hash,
             "roles": None if roles is None else list(roles),
             "selection_id": uuid.uuid4(),
-            "query": query,
+            "query": build_query(request),
             "config": TEXT_SEARCH_CONFIG,
             "k1": bm25.K1,
             "b": bm25.B,
             "pool": CANDIDATE_POOL,
             "mode": request.mode,
             "vector": None,
-            # Until a vector replaces it: '' says a vector was wanted and is not there (every
-            # tool then counts as missing), None that none was wanted (migration 0017).
-            "model": "" if request.mode != "bm25" and query.strip() else None,
+            "model": None,
             "used": used_tools(request),
             "k": request.k,
             "budget": request.budget_tokens,
             "format": request.format,
             "debug": request.debug,
         }
+        if _wants_vector(call):
+            # Until a vector replaces it: '' says a vector was wanted and is not there (every
+            # tool then counts as missing), None that none was wanted (migration 0017).
+            call["model"] = ""
+        return call
 
     def _run(
         self,
