@@ -249,6 +249,36 @@ class TestAudit:
         assert [i["action"] for i in trail] == ["insert", "update"]
         assert {"description", "doc_length", "version"} <= set(trail[1]["changed"])
 
+    def test_deletes_record_the_grants_they_remove(
+        self, admin: Caller, catalog: dict[str, str], support_agent: Caller
+    ) -> None:
+        """A deleted role takes its grants and the keys' right to assert it along; a deleted
+        permission takes its grants: each removed row is an entry, as if deleted by hand."""
+        extra = admin.ok(admin.post("/admin/v1/permissions", {"name": "crm.export"}), 201)["id"]
+        admin.ok(admin.put(f"/admin/v1/roles/{catalog['support']}/permissions/crm.export"))
+        admin.ok(admin.delete(f"/admin/v1/permissions/{extra}"), 204)
+        admin.ok(admin.delete(f"/admin/v1/roles/{catalog['billing']}"), 204)
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        deleted = {
+            (
+                i["table_name"],
+                tuple(sorted(kv for kv in i["row_key"].items() if kv[0] != "tenant_id")),
+            )
+            for i in items
+            if i["action"] == "delete"
+        }
+        key_id = support_agent.extra["key_id"]
+        assert deleted >= {
+            ("permissions", (("id", extra),)),
+            ("role_permissions", (("permission_id", extra), ("role_id", catalog["support"]))),
+            ("roles", (("id", catalog["billing"]),)),
+            (
+                "role_permissions",
+                (("permission_id", catalog["billing.refund"]), ("role_id", catalog["billing"])),
+            ),
+            ("api_key_roles", (("key_id", key_id), ("role_id", catalog["billing"]))),
+        }
+
     def test_agent_traffic_is_not_audited(self, admin: Caller, support_agent: Caller) -> None:
         before = len(admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"])
         support_agent.select("where is my order")

@@ -99,6 +99,9 @@ class AccessService:
         )
         if in_use:
             raise Conflict(f"permission {permission.name!r} is required by {in_use} tool(s)")
+        # The grants go first, through the ORM, so the audit log records each of them: the
+        # foreign key's cascade would remove them unseen.
+        session.execute(delete(RolePermission).where(RolePermission.permission_id == permission.id))
         session.delete(permission)
         session.flush()
 
@@ -173,7 +176,12 @@ class AccessService:
 
     def delete_role(self, session: Session, role_id: UUID) -> None:
         lock_chain(session)
-        session.delete(self._role(session, role_id))
+        role = self._role(session, role_id)
+        # Its grants and the keys' right to assert it, audited one by one (see
+        # `delete_permission`).
+        session.execute(delete(RolePermission).where(RolePermission.role_id == role.id))
+        session.execute(delete(ApiKeyRole).where(ApiKeyRole.role_id == role.id))
+        session.delete(role)
         session.flush()
 
     def role_ids(self, session: Session, names: Iterable[str], *, field: str) -> dict[str, UUID]:
