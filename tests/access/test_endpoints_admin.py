@@ -90,6 +90,20 @@ class TestPermissions:
         assert "orders.read" in permission_names(admin)
         assert role(admin, catalog["support"])["permissions"] == ["crm.read", "orders.read"]
 
+    def test_deleting_an_mcp_source_s_default_permission_is_409(self, admin: Caller) -> None:
+        """It was a 500: the source's foreign key refused the delete."""
+        permission = admin.ok(admin.post(PERMISSIONS, {"name": "weather.read"}), 201)
+        source = {
+            "name": "weather",
+            "transport": "http",
+            "url": "https://mcp.example.com/mcp",
+            "default_permission": "weather.read",
+        }
+        admin.ok(admin.post("/admin/v1/mcp/sources", source), 201)
+        error = error_of(admin.delete(f"{PERMISSIONS}/{permission['id']}"), 409)
+        assert error["message"] == "permission 'weather.read' is used by MCP source(s) weather"
+        assert permission_names(admin) == ["weather.read"]
+
     def test_unknown_id_is_404(self, admin: Caller) -> None:
         assert error_of(admin.get(f"{PERMISSIONS}/{MISSING}"), 404)["code"] == "not_found"
         assert error_of(admin.delete(f"{PERMISSIONS}/{MISSING}"), 404)["code"] == "not_found"

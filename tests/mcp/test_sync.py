@@ -345,6 +345,10 @@ class TestSync:
         admin.ok(admin.delete(f"/admin/v1/mcp/sources/{source['id']}"), 204)
         assert live(admin) == {}
         assert admin.get(f"/admin/v1/mcp/sources/{source['id']}").status_code == 404
+        # Each removed row is in the audit log, its MCP tool rows included.
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        removed = [i["table_name"] for i in items if i["action"] == "delete"]
+        assert sorted(removed) == ["mcp_sources", "mcp_tools", "mcp_tools"]
 
     def test_a_deleted_sources_names_are_free_again(
         self, admin: Caller, server: LiveServer

@@ -13,7 +13,16 @@ from sqlalchemy.orm import Session
 
 from ..auth import keys
 from ..errors import Conflict, NotFound, Unprocessable
-from ..models import ApiKey, ApiKeyRole, Permission, Role, RolePermission, Tool
+from ..models import (
+    ApiKey,
+    ApiKeyRole,
+    McpSource,
+    McpTool,
+    Permission,
+    Role,
+    RolePermission,
+    Tool,
+)
 from ..security.audit import lock_chain
 from .schemas import KeyCreate, PermissionCreate, RoleCreate, RoleUpdate
 
@@ -99,6 +108,21 @@ class AccessService:
         )
         if in_use:
             raise Conflict(f"permission {permission.name!r} is required by {in_use} tool(s)")
+        # MCP sources give it to the tools they import (and will give it at the next sync).
+        sources = session.scalars(
+            select(McpSource.name)
+            .where(
+                (McpSource.default_permission_id == permission.id)
+                | McpSource.id.in_(
+                    select(McpTool.source_id).where(McpTool.permission_id == permission.id)
+                )
+            )
+            .order_by(McpSource.name)
+        ).all()
+        if sources:
+            raise Conflict(
+                f"permission {permission.name!r} is used by MCP source(s) {', '.join(sources)}"
+            )
         # The grants go first, through the ORM, so the audit log records each of them: the
         # foreign key's cascade would remove them unseen.
         session.execute(delete(RolePermission).where(RolePermission.permission_id == permission.id))

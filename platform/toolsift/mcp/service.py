@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -205,6 +205,8 @@ class McpService:
         source = self.get(session, source_id)
         for row in self._rows(session, source.id):
             tool_service.delete(session, row.tool_id)
+        # Its tool rows through the ORM, so each is audited (the cascade would not be).
+        session.execute(delete(McpTool).where(McpTool.source_id == source.id))
         session.delete(source)
         session.flush()
 
