@@ -90,6 +90,23 @@ class TestPermissions:
         assert "orders.read" in permission_names(admin)
         assert role(admin, catalog["support"])["permissions"] == ["crm.read", "orders.read"]
 
+    def test_tools_deleted_since_do_not_hold_a_permission(
+        self, admin: Caller, catalog: dict[str, str]
+    ) -> None:
+        """It stayed a 409 "required by 1 tool(s)" for good: no admin can remove a deleted tool."""
+        admin.ok(admin.delete(f"/admin/v1/tools/{catalog['issue_refund']}"), 204)
+        admin.ok(admin.delete(f"{PERMISSIONS}/{catalog['billing.refund']}"), 204)
+        assert "billing.refund" not in permission_names(admin)
+        # Brought back by a write, the tool has the permission that write names.
+        revived = {"name": "issue_refund", "description": "Refund a payment"}
+        assert admin.ok(admin.post("/admin/v1/tools", revived), 201)["required_permission"] is None
+        admin.ok(admin.post(PERMISSIONS, {"name": "billing.refund"}), 201)
+        revived["required_permission"] = "billing.refund"
+        tool = admin.ok(admin.put("/admin/v1/tools", {"tools": [revived]}))["tools"][0]
+        assert admin.ok(admin.get(f"/admin/v1/tools/{tool['id']}"))["required_permission"] == (
+            "billing.refund"
+        )
+
     def test_deleting_an_mcp_source_s_default_permission_is_409(self, admin: Caller) -> None:
         """It was a 500: the source's foreign key refused the delete."""
         permission = admin.ok(admin.post(PERMISSIONS, {"name": "weather.read"}), 201)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from ..auth import keys
@@ -101,13 +101,16 @@ class AccessService:
         # of them is giving this permission is counted below.
         lock_chain(session)
         permission = self.get_permission(session, permission_id)
-        in_use = session.scalar(
-            select(func.count())
-            .select_from(Tool)
-            .where(Tool.required_permission_id == permission.id)
-        )
-        if in_use:
+        requiring = session.scalars(
+            select(Tool).where(Tool.required_permission_id == permission.id)
+        ).all()
+        if in_use := sum(1 for tool in requiring if tool.deleted_at is None):
             raise Conflict(f"permission {permission.name!r} is required by {in_use} tool(s)")
+        # Deleted tools keep the permission they last had, and would hold it forever; a tool
+        # brought back by a write gets the permission that write names.
+        for tool in requiring:
+            tool.required_permission_id = None
+        session.flush()
         # MCP sources give it to the tools they import (and will give it at the next sync).
         sources = session.scalars(
             select(McpSource.name)
