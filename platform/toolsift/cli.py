@@ -501,10 +501,7 @@ def key_create(
 ) -> None:
     """Create an API key and print it (shown once)."""
     settings = settings_for(data_dir)
-    try:
-        data = KeyCreate(name=name, scope=scope, roles=role or [])
-    except ValueError as error:
-        fail(str(error))
+    data = valid(KeyCreate, name=name, scope=scope, roles=role or [])
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         known_tenant(database, tenant)
@@ -513,7 +510,7 @@ def key_create(
                 audit.track(session, audit.Actor("cli"))
                 key = access.create_key(session, tenant, data, pepper=settings.key_pepper)
         except AppError as error:
-            fail(error.message)
+            fail(f"{error.field}: {error.message}" if error.field else error.message)
         finally:
             database.dispose()
     typer.echo(f"{scope} key (shown once): {key.secret}")

@@ -76,6 +76,14 @@ class TestTenantAndKeys:
         assert result.exit_code == 2
         assert "unknown role(s): ghost" in result.output
 
+    def test_key_create_with_a_bad_scope_names_the_field_in_one_line(self) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        result = runner.invoke(
+            app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot", "--scope", "root"]
+        )
+        assert result.exit_code == 2
+        assert result.output.strip() == "error: scope: Input should be 'admin' or 'agent'"
+
     def test_an_empty_tenant_name_is_a_clear_error(self) -> None:
         result = runner.invoke(app, ["tenant", "create", ""])
         assert result.exit_code == 2

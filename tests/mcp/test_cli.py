@@ -89,6 +89,17 @@ def test_a_token_is_never_an_argument() -> None:
 
 
 @pytest.mark.usefixtures("env")
+def test_bad_input_names_the_field_in_one_line() -> None:
+    tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
+    assert tenant
+    bad_prefix = ("--url", "https://e.com/mcp", "--prefix", "a b")
+    said = run("mcp", "add", "srv", "--tenant", tenant[1], *bad_prefix, "--no-sync", code=2)
+    assert said.startswith("error: prefix: String should match pattern")
+    assert "validation error" not in said
+    assert "srv" not in run("mcp", "list", "--tenant", tenant[1])
+
+
+@pytest.mark.usefixtures("env")
 def test_syncing_a_disabled_source_says_so(server: LiveServer, owner_conn: Any) -> None:
     server.tools = [tool("subtract", "Subtracts two numbers.")]
     tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))

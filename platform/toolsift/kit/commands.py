@@ -42,7 +42,10 @@ def valid(schema: type[Schema], **fields: object) -> Schema:
         return schema.model_validate(fields)
     except ValidationError as error:
         first = error.errors()[0]
-        fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+        where = ".".join(str(p) for p in first["loc"])
+        # A validator's own ValueError reads "Value error, <its message>".
+        message = first["msg"].removeprefix("Value error, ")
+        fail(f"{where}: {message}" if where else message)
 
 
 def settings_for(data_dir: Path | None) -> Settings:

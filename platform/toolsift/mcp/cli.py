@@ -27,7 +27,7 @@ from .. import stack
 from ..config import Settings, get_settings
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError
-from ..kit.commands import err, fail
+from ..kit.commands import err, fail, valid
 from ..models import McpSource, Tool
 from ..security import audit
 from .listener import OnChange
@@ -103,20 +103,18 @@ def add(
         if not header or not variable:
             fail(f"--header-env takes NAME=VARIABLE, not {entry!r}")
         headers[header] = _from_env(variable)
-    try:
-        data = SourceCreate(
-            name=name,
-            transport="stdio" if command else "http",
-            url=url,
-            command=command,
-            args=arg or [],
-            headers=headers or None,
-            bearer_token=_from_env(bearer_token_env) if bearer_token_env else None,
-            prefix=prefix,
-            default_permission=permission,
-        )
-    except ValueError as error:
-        fail(str(error).splitlines()[0] if str(error) else "invalid source")
+    data = valid(
+        SourceCreate,
+        name=name,
+        transport="stdio" if command else "http",
+        url=url,
+        command=command,
+        args=arg or [],
+        headers=headers or None,
+        bearer_token=_from_env(bearer_token_env) if bearer_token_env else None,
+        prefix=prefix,
+        default_permission=permission,
+    )
     settings = get_settings()
     with _database() as database:
         with _session(database, tenant) as session:
