@@ -51,4 +51,9 @@ def embed(tenant_id: str, jobs: list[str]) -> dict[str, int | str]:
         UUID(tenant_id),
         [UUID(j) for j in jobs],
     )
-    return {"jobs": result.jobs, "embedded": result.embedded, "model": result.model}
+    return {
+        "jobs": result.jobs,
+        "embedded": result.embedded,
+        "carried": result.carried,
+        "model": result.model,
+    }

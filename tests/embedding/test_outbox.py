@@ -345,6 +345,91 @@ class TestEmbedJobs:
         assert _jobs(owner_conn, tenant_id) == before
 
 
+class Recording:
+    """The real model, and the texts it was asked to embed."""
+
+    def __init__(self, model: OnnxBackend) -> None:
+        self.inner, self.model, self.dimension = model, model.model, model.dimension
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def _stored(owner_conn: OwnerConn, tenant_id: UUID) -> dict[str, tuple[object, ...]]:
+    """Each vector's version, bits and when it was computed."""
+    rows = owner_conn.execute(
+        "SELECT t.name, e.version, e.embedding::text, e.embedded_at FROM tool_embeddings e"
+        " JOIN tools t ON t.tenant_id = e.tenant_id AND t.id = e.tool_id WHERE e.tenant_id = %s",
+        (tenant_id,),
+    ).fetchall()
+    return {str(r[0]): r[1:] for r in rows}
+
+
+class TestAnUnchangedText:
+    """A new version whose embedded text is the same keeps its vector: not computed again."""
+
+    def test_keeps_its_vector_and_a_changed_text_is_computed(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        from toolsift.access.schemas import PermissionCreate
+        from toolsift.access.service import access
+
+        tenant_id = _tenant(database)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            permission = access.create_permission(session, tenant_id, PermissionCreate(name="p"))
+        schema = {"type": "object", "properties": {"order_id": {"type": "string"}}}
+        a = ToolCreate(name="refund", description="Refund a payment", input_schema=schema)
+        b = ToolCreate(name="track", description="Where is the parcel")
+        _upsert(database, tenant_id, a, b)
+        backend = Recording(model)
+        _run_all(database, backend)
+        before = _stored(owner_conn, tenant_id)
+        backend.texts.clear()
+
+        # A permission and a parameter's description: not what the model reads.
+        described = {"type": "object", "properties": {"order_id": {"description": "The id"}}}
+        a2 = a.model_copy(update={"required_permission": "p", "input_schema": described})
+        b2 = b.model_copy(update={"description": "Where is the parcel now"})
+        _upsert(database, tenant_id, a2, b2)
+        _run_all(database, backend)
+
+        assert backend.texts == ["track. Where is the parcel now"]
+        after = _stored(owner_conn, tenant_id)
+        assert after["refund"] == (2, *before["refund"][1:])  # the same bits, not recomputed
+        assert after["track"][0] == 2
+        assert after["track"][1:] != before["track"][1:]
+        # The carried vector took the tool's new permission with it.
+        assert _vectors(owner_conn, tenant_id)["refund"] == (model.model, 2, 384, permission.id)
+        assert _jobs(owner_conn, tenant_id) == []
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            status = service.status(session, tenant_id)
+        assert (status.embedded, status.stale, status.missing, status.pending_jobs) == (2, 0, 0, 0)
+
+    def test_a_forced_reindex_and_a_vector_without_a_digest_are_computed(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        tenant_id = _tenant(database)
+        tool = ToolCreate(name="refund", description="Refund a payment")
+        _upsert(database, tenant_id, tool)
+        backend = Recording(model)
+        _run_all(database, backend)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            service.reindex(session, tenant_id, force=True)
+        _run_all(database, backend)
+        assert backend.texts == ["refund. Refund a payment"] * 2
+
+        # A vector stored before its digest was kept (revision 0018) is computed again.
+        owner_conn.execute(
+            "UPDATE tool_embeddings SET text_hash = NULL WHERE tenant_id = %s", (tenant_id,)
+        )
+        _upsert(database, tenant_id, tool.model_copy(update={"core": True}))
+        _run_all(database, backend)
+        assert len(backend.texts) == 3
+        assert _vectors(owner_conn, tenant_id)["refund"][1] == 2
+
+
 def _reversed(vectors: list[list[float]]) -> list[list[float]]:
     return [list(reversed(v)) for v in vectors]
 

@@ -9,6 +9,7 @@ until a task has finished it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections import defaultdict
@@ -52,6 +53,12 @@ def document_text(
     if examples:
         parts.append("Examples: " + "; ".join(examples))
     return ". ".join(p.strip().rstrip(".") for p in parts if p.strip())
+
+
+def text_hash(document: str) -> bytes:
+    """The digest a vector keeps of its text: the same text under the same model is the same
+    vector, whatever else of the tool changed."""
+    return hashlib.sha256(document.encode()).digest()
 
 
 # --- in the tool's transaction ---------------------------------------------------------------
@@ -188,21 +195,23 @@ def task_sizes(count: int, batch_tools: int) -> list[int]:
 @dataclass(frozen=True)
 class EmbedResult:
     jobs: int
-    embedded: int
+    embedded: int  # vectors computed and stored
     skipped: int
     model: str
+    carried: int = 0  # vectors moved on to a new version whose text had not changed
 
 
 _PENDING = text(
     """
     SELECT t.id, t.version, t.name, t.title, t.description, t.input_schema, t.examples,
-           bool_or(o.kind = :reembed) AS force, e.version AS embedded_version
+           bool_or(o.kind = :reembed) AS force, e.version AS embedded_version,
+           e.text_hash AS embedded_text_hash
     FROM outbox o
     JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id AND t.deleted_at IS NULL
     LEFT JOIN tool_embeddings e
            ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model
     WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs)
-    GROUP BY t.tenant_id, t.id, e.version
+    GROUP BY t.tenant_id, t.id, e.version, e.text_hash
     ORDER BY t.position
     """
 ).bindparams(bindparam("jobs", type_=_UUIDS))
@@ -213,20 +222,40 @@ _STORE = text(
     """
     INSERT INTO tool_embeddings AS e
         (tenant_id, tool_id, model, version, dimension, embedding, required_permission_id,
-         position, embedded_at)
+         position, text_hash, embedded_at)
     SELECT t.tenant_id, t.id, :model, t.version, :dimension, CAST(v.embedding AS vector),
-           t.required_permission_id, t.position, now()
+           t.required_permission_id, t.position, v.text_hash, now()
     FROM (SELECT * FROM tools WHERE tenant_id = :tenant_id AND id = ANY(:ids) FOR SHARE) t
-    JOIN unnest(CAST(:ids AS uuid[]), CAST(:versions AS int[]), CAST(:vectors AS text[]))
-         AS v(tool_id, version, embedding)
+    JOIN unnest(CAST(:ids AS uuid[]), CAST(:versions AS int[]), CAST(:vectors AS text[]),
+                CAST(:hashes AS bytea[]))
+         AS v(tool_id, version, embedding, text_hash)
       ON v.tool_id = t.id AND v.version = t.version
     WHERE t.deleted_at IS NULL
     ON CONFLICT (tenant_id, tool_id, model) DO UPDATE
     SET version = EXCLUDED.version, dimension = EXCLUDED.dimension,
         embedding = EXCLUDED.embedding,
         required_permission_id = EXCLUDED.required_permission_id,
+        text_hash = EXCLUDED.text_hash,
         embedded_at = EXCLUDED.embedded_at
     WHERE e.version <= EXCLUDED.version
+    """
+).bindparams(bindparam("ids", type_=_UUIDS))
+
+# A vector whose text the new version did not change is the new version's: moved on, not
+# computed again. Only from the version it was read at (a vector stored meanwhile is left
+# alone), and under the same FOR SHARE as `_STORE`. `embedded_at` stays when it was computed.
+_CARRY = text(
+    """
+    UPDATE tool_embeddings e
+    SET version = t.version, required_permission_id = t.required_permission_id
+    FROM (SELECT * FROM tools WHERE tenant_id = :tenant_id AND id = ANY(:ids) FOR SHARE) t
+    JOIN unnest(CAST(:ids AS uuid[]), CAST(:versions AS int[]), CAST(:from_versions AS int[]),
+                CAST(:hashes AS bytea[]))
+         AS v(tool_id, version, from_version, text_hash)
+      ON v.tool_id = t.id AND v.version = t.version
+    WHERE t.deleted_at IS NULL
+      AND e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model
+      AND e.version = v.from_version AND e.text_hash = v.text_hash
     """
 ).bindparams(bindparam("ids", type_=_UUIDS))
 
@@ -296,13 +325,39 @@ def embed_jobs(
     texts = [
         document_text(r.name, r.title, r.description, r.input_schema, r.examples) for r in todo
     ]
+    digests = [text_hash(t) for t in texts]
+    unchanged = {
+        i
+        for i, r in enumerate(todo)
+        if not r.force and r.embedded_version is not None and r.embedded_text_hash == digests[i]
+    }
+    carried = [(todo[i], digests[i]) for i in sorted(unchanged)]
+    computing = [i for i in range(len(todo)) if i not in unchanged]
+    todo = [todo[i] for i in computing]
+    texts = [texts[i] for i in computing]
+    digests = [digests[i] for i in computing]
     computed, refused = _embed_isolating(backend, texts)
     failed = {todo[i].id: (todo[i].name, todo[i].version, reason) for i, reason in refused.items()}
-    todo = [r for i, r in enumerate(todo) if i not in refused]
+    kept = [i for i in range(len(todo)) if i not in refused]
+    todo, digests = [todo[i] for i in kept], [digests[i] for i in kept]
     vectors = [v for v in computed if v is not None]
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-        stored = 0
+        stored = moved = 0
         done = _hold_refused(session, tenant_id, jobs, failed, model) if failed else jobs
+        if carried:
+            moved = _rowcount(
+                session.execute(
+                    _CARRY,
+                    {
+                        "tenant_id": tenant_id,
+                        "model": model,
+                        "ids": [r.id for r, _ in carried],
+                        "versions": [r.version for r, _ in carried],
+                        "from_versions": [r.embedded_version for r, _ in carried],
+                        "hashes": [digest for _, digest in carried],
+                    },
+                )
+            )
         if todo:
             stored_rows = session.execute(
                 _STORE,
@@ -313,18 +368,24 @@ def embed_jobs(
                     "ids": [r.id for r in todo],
                     "versions": [r.version for r in todo],
                     "vectors": [vector_literal(v) for v in vectors],
+                    "hashes": digests,
                 },
             )
             stored = _rowcount(stored_rows)
-            session.execute(
-                _SETTLED, {"tenant_id": tenant_id, "model": model, "ids": [r.id for r in todo]}
-            )
+        if stored_ids := [r.id for r in todo] + [r.id for r, _ in carried]:
+            session.execute(_SETTLED, {"tenant_id": tenant_id, "model": model, "ids": stored_ids})
         session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
         session.execute(_ABANDONED, {"tenant_id": tenant_id, "model": model})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
             for statement in _DROP_OTHER_MODELS:
                 session.execute(statement, {"tenant_id": tenant_id, "model": model})
-    return EmbedResult(jobs=len(jobs), embedded=stored, skipped=len(rows) - stored, model=model)
+    return EmbedResult(
+        jobs=len(jobs),
+        embedded=stored,
+        skipped=len(rows) - stored - moved,
+        model=model,
+        carried=moved,
+    )
 
 
 def _embed_isolating(

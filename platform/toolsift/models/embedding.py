@@ -5,7 +5,16 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import VECTOR
-from sqlalchemy import BigInteger, DateTime, ForeignKeyConstraint, Index, Integer, Text, func
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    Text,
+    func,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, TenantScoped
@@ -34,6 +43,9 @@ class ToolEmbedding(TenantScoped, Base):
     embedding: Mapped[Any] = mapped_column(VECTOR())
     required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     position: Mapped[int] = mapped_column(BigInteger)
+    # SHA-256 of the text the vector was computed from (`document_text`): a new version of
+    # the tool with the same text keeps the vector. Null for vectors stored before 0018.
+    text_hash: Mapped[bytes | None] = mapped_column(LargeBinary)
     embedded_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), nullable=False
     )
