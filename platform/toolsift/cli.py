@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -23,6 +24,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from sqlalchemy.orm import Session
 
 from . import stack
 from .access.cli import permission_app, role_app
@@ -41,7 +43,8 @@ from .migrate import ensure_database, upgrade
 from .security import audit
 from .tenants.schemas import TenantCreate, TenantSummary
 from .tenants.service import tenant as tenant_service
-from .tools.importer import CatalogError, read_catalog
+from .tools.importer import CATALOG_FIELDS, CatalogError, Imported, read_catalog
+from .tools.schemas import ToolCreate
 from .tools.service import tool as tool_service
 
 app = typer.Typer(help="toolsift: the few tools each agent turn needs.", no_args_is_help=True)
@@ -523,38 +526,99 @@ def tools_import(
     batch: Annotated[int, typer.Option(min=1, max=1000, help="Tools per transaction.")] = 500,
     data_dir: DataDir = None,
 ) -> None:
-    """Import (upsert by name) a catalog; each batch commits on its own."""
+    """Import (upsert by name) a catalog; each batch commits on its own.
+
+    A tool already in the catalog keeps its permission, core flag and examples unless the
+    file names them: re-importing a file never makes a restricted tool public."""
     settings = settings_for(data_dir)
     try:
-        items = [item.tool for item in read_catalog(file)]
+        items = list(read_catalog(file))
     except CatalogError as error:
         fail(str(error))
     totals = {"created": 0, "updated": 0, "unchanged": 0}
+    kept = 0
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)
         known_tenant(database, tenant)
-        columns = (
-            TextColumn("importing"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-        )
         try:
+            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
+                _known_permissions(session, file, items)
+            columns = (
+                TextColumn("importing"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+            )
             with Progress(*columns, console=console) as progress:
                 task = progress.add_task("import", total=len(items))
                 for start in range(0, len(items), batch):
                     chunk = items[start : start + batch]
                     with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                         audit.track(session, audit.Actor("cli"))
-                        result = tool_service.upsert(session, tenant, chunk)
+                        current = tool_service.catalog_fields(session, [i.tool.name for i in chunk])
+                        tools = [_keeping(i, current.get(i.tool.name)) for i in chunk]
+                        kept += sum(t is not i.tool for t, i in zip(tools, chunk, strict=True))
+                        try:
+                            result = tool_service.upsert(session, tenant, tools)
+                        except AppError as error:
+                            raise _ImportStopped(file, chunk, error, sum(totals.values())) from None
                     for status in totals:
                         totals[status] += getattr(result, status)
                     progress.advance(task, len(chunk))
+        except _ImportStopped as stopped:
+            fail(str(stopped))
         except AppError as error:
             fail(error.message)
         finally:
             database.dispose()
     console.print(", ".join(f"{n} {s}" for s, n in totals.items()))
+    if kept:
+        console.print(
+            f"{kept} existing tool(s) kept the permission, core flag or examples"
+            " the file does not name"
+        )
+
+
+class _ImportStopped(Exception):
+    """A batch the service refused: where, why, and what the batches before it committed."""
+
+    def __init__(self, file: Path, chunk: list[Imported], error: AppError, done: int) -> None:
+        where = f"{file}:{chunk[0].line}-{chunk[-1].line}"
+        if error.field and (found := re.match(r"tools\[(\d+)\]\.?(.*)", error.field)):
+            item = chunk[int(found[1])]
+            where = f"{file}:{item.line}: tool {item.source_id!r}"
+            if found[2]:
+                where += f": {found[2]}"
+        done_words = (
+            f"the {done} tool(s) before it were imported" if done else "nothing was imported"
+        )
+        super().__init__(
+            f"{where}: {error.message} ({done_words}; this batch and the rest were not)"
+        )
+
+
+def _known_permissions(session: Session, file: Path, items: list[Imported]) -> None:
+    """Every permission the file names exists, or nothing is written."""
+    named = {i.tool.required_permission for i in items if i.tool.required_permission}
+    found = access.find_permission_ids(session, named)
+    for item in items:
+        if item.tool.required_permission and item.tool.required_permission not in found:
+            fail(
+                f"{file}:{item.line}: tool {item.source_id!r}: required_permission: unknown"
+                f" permission {item.tool.required_permission!r} (nothing was imported)"
+            )
+
+
+def _keeping(item: Imported, current: dict[str, object] | None) -> ToolCreate:
+    """The file's tool, with the catalog's values of the fields its record leaves out."""
+    if current is None:
+        return item.tool
+    keep = {
+        field: current[field]
+        for field in CATALOG_FIELDS
+        if field not in item.given and current[field] != getattr(item.tool, field)
+    }
+    return item.tool.model_copy(update=keep) if keep else item.tool
 
 
 @app.command()

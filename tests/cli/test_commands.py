@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from toolsift.access.service import access
 from toolsift.cli import app
 from toolsift.config import get_settings
 from toolsift.db import ALL_PERMISSIONS, Database
@@ -272,6 +273,9 @@ class TestToolsImport:
             (b'{"id": "x", "core": "false"}', "core: must be true or false"),
             (b'{"id": "x", "examples": "find three"}', "examples"),
             (b'{"id": "x", "description": "caf\xe9"}', "not UTF-8 text"),
+            (b'{"id": "x", "description": {"k": 1}}', "description: must be a string"),
+            (b'{"id": "x", "description": "' + b"w" * 10_001 + b'"}', "at most 10000 characters"),
+            (b'{"id": "fine"}', "duplicate tool id 'fine' (line 1)"),
         ],
     )
     def test_a_field_of_the_wrong_type_is_named_not_coerced(
@@ -282,10 +286,102 @@ class TestToolsImport:
         broken.write_bytes(b'{"id": "fine"}\n' + line + b"\n")
         result = runner.invoke(app, ["tools", "import", str(broken), "--tenant", str(tenant_id)])
         assert result.exit_code == 2, result.output
-        output = result.output.replace("\n", "")
+        output = "".join(result.output.split())  # rich wraps long lines, even inside a path
         assert f"{broken}:2:" in output
-        assert message in output
+        assert "".join(message.split()) in output
         assert _count(database, tenant_id) == 0
+
+    def test_existing_tools_keep_what_the_file_does_not_name(
+        self, client: TestClient, database: Database, tmp_path: Path
+    ) -> None:
+        """Re-importing a file, or a dotted id that names an existing tool, made a restricted
+        tool public (the public format has no permission field)."""
+        created = runner.invoke(app, ["tenant", "create", "acme"]).output
+        tenant_id = _tenant(created)
+        match = re.search(r"admin key \(shown once\): (tsk_\S+)", created)
+        assert match
+        admin = {"Authorization": f"Bearer {match[1]}"}
+        assert client.post("/admin/v1/permissions", json={"name": "orders.read"}, headers=admin)
+        restricted = {
+            "name": "order_status",
+            "description": "Where is the order",
+            "required_permission": "orders.read",
+            "core": True,
+            "examples": ["where is my parcel"],
+        }
+        assert client.post("/admin/v1/tools", json=restricted, headers=admin).status_code == 201
+        catalog = tmp_path / "tools.jsonl"
+        catalog.write_text(
+            json.dumps({"id": "order.status", "description": "Shipping status of an order"})
+            + "\n"
+            + json.dumps({"id": "refund", "description": "Refund", "required_permission": None})
+            + "\n"
+        )
+        result = runner.invoke(app, ["tools", "import", str(catalog), "--tenant", str(tenant_id)])
+        assert result.exit_code == 0, result.output
+        assert "1 created, 1 updated, 0 unchanged" in result.output
+        assert "1 existing tool(s) kept" in result.output
+        tools = {t["name"]: t for t in client.get("/admin/v1/tools", headers=admin).json()["items"]}
+        status = tools["order_status"]
+        assert status["description"] == "Shipping status of an order"
+        assert (status["required_permission"], status["core"], status["examples"]) == (
+            "orders.read",
+            True,
+            ["where is my parcel"],
+        )
+        # A field the file does name wins, an explicit null included.
+        catalog.write_text(
+            json.dumps(
+                {
+                    "id": "order.status",
+                    "description": "Shipping status",
+                    "required_permission": None,
+                }
+            )
+            + "\n"
+        )
+        result = runner.invoke(app, ["tools", "import", str(catalog), "--tenant", str(tenant_id)])
+        assert "0 created, 1 updated, 0 unchanged" in result.output
+        status = client.get(f"/admin/v1/tools/{status['id']}", headers=admin).json()
+        assert (status["required_permission"], status["core"]) == (None, True)
+
+    def test_an_unknown_permission_is_named_before_anything_is_written(
+        self, database: Database, tmp_path: Path
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        catalog = tmp_path / "tools.jsonl"
+        lines = [json.dumps({"id": f"t{i}", "description": "d"}) for i in range(3)]
+        lines.append(json.dumps({"id": "t3", "required_permission": "nope.x"}))
+        catalog.write_text("\n".join(lines) + "\n")
+        result = runner.invoke(
+            app, ["tools", "import", str(catalog), "--tenant", str(tenant_id), "--batch", "1"]
+        )
+        assert result.exit_code == 2
+        said = "".join(result.output.split())  # rich wraps long lines, even inside a path
+        expected = f"{catalog}:4: tool 't3': required_permission: unknown permission 'nope.x'"
+        assert "".join(expected.split()) in said
+        assert "nothingwasimported" in said
+        assert _count(database, tenant_id) == 0
+
+    def test_a_refused_batch_is_named_with_what_was_imported_before_it(
+        self, database: Database, tmp_path: Path
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            access.reserved_permission(session, tenant_id, "mcp.review")
+        catalog = tmp_path / "tools.jsonl"
+        lines = [json.dumps({"id": f"t{i}", "description": "d"}) for i in range(3)]
+        lines.append(json.dumps({"id": "t3", "required_permission": "mcp.review"}))
+        catalog.write_text("\n".join(lines) + "\n")
+        result = runner.invoke(
+            app, ["tools", "import", str(catalog), "--tenant", str(tenant_id), "--batch", "2"]
+        )
+        assert result.exit_code == 2
+        said = "".join(result.output.split())  # rich wraps long lines, even inside a path
+        assert "".join(f"{catalog}:4: tool 't3': required_permission:".split()) in said
+        done = "the 2 tool(s) before it were imported; this batch and the rest were not"
+        assert "".join(done.split()) in said
+        assert _count(database, tenant_id) == 2
 
     def test_a_missing_file_is_named(self) -> None:
         tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)

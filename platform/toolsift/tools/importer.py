@@ -2,6 +2,11 @@
 
 `{id, name, description, parameters, ...}`; optional toolsift fields: `title`,
 `required_permission`, `core`, `examples`. Errors name the file and line.
+
+The toolsift fields a record leaves out are reported in `Imported.given`: an import into a
+catalog keeps an existing tool's permission, core flag and examples unless the file names
+them (the public format has no such fields, and re-importing a file must not make a tool an
+admin restricted public).
 """
 
 from __future__ import annotations
@@ -25,11 +30,18 @@ class CatalogError(ValueError):
     pass
 
 
+# The fields of a tool that only toolsift knows (absent from the public format): an import
+# that does not name one keeps the catalog's value.
+CATALOG_FIELDS = ("required_permission", "core", "examples")
+
+
 @dataclass(frozen=True)
 class Imported:
     line: int
     source_id: str
     tool: ToolCreate
+    # Which of CATALOG_FIELDS the record named.
+    given: frozenset[str] = frozenset(CATALOG_FIELDS)
 
 
 def tool_name(source_id: str) -> str:
@@ -37,10 +49,12 @@ def tool_name(source_id: str) -> str:
     if re.fullmatch(TOOL_NAME_PATTERN, source_id):
         return source_id
     name = _INVALID.sub("_", source_id).strip("_") or "tool"
-    if len(name) > 64 or name != source_id:
-        digest = hashlib.sha1(source_id.encode()).hexdigest()[:8]
-        name = f"{name[:55]}_{digest}" if len(name) > 64 else name
-    return name
+    return _suffixed(name, source_id) if len(name) > 64 else name
+
+
+def _suffixed(name: str, source_id: str) -> str:
+    """`name` made unique to `source_id` (at most 64 characters)."""
+    return f"{name[:55]}_{hashlib.sha1(source_id.encode()).hexdigest()[:8]}"
 
 
 def _schema(parameters: Any) -> dict[str, Any]:
@@ -55,6 +69,7 @@ def _schema(parameters: Any) -> dict[str, Any]:
 
 def read_catalog(path: Path) -> Iterator[Imported]:
     seen: dict[str, int] = {}
+    ids: dict[str, int] = {}
     try:
         handle = path.open("rb")
     except OSError as error:
@@ -75,13 +90,25 @@ def read_catalog(path: Path) -> Iterator[Imported]:
             ):
                 raise CatalogError(f"{where}: expected an object with a string `id` or `name`")
             source_id = str(record.get("id", record.get("name")))
+            if source_id in ids:
+                raise CatalogError(
+                    f"{where}: duplicate tool id {source_id!r} (line {ids[source_id]})"
+                )
+            ids[source_id] = number
             name = tool_name(source_id)
+            if name in seen:  # another id made the same valid name
+                name = _suffixed(name, source_id)
             if name in seen:
-                name = f"{name[:55]}_{hashlib.sha1(source_id.encode()).hexdigest()[:8]}"
-            if name in seen:
-                raise CatalogError(f"{where}: duplicate tool id {source_id!r} (line {seen[name]})")
+                raise CatalogError(
+                    f"{where}: tool id {source_id!r} makes the same name as line {seen[name]}"
+                )
             seen[name] = number
             title = record.get("title") or record.get("name")
+            description = record.get("description") or ""
+            if not isinstance(description, str):
+                raise CatalogError(
+                    f"{where}: invalid tool {source_id!r}: description: must be a string"
+                )
             # Taken as given, so that ToolCreate refuses what is not its type: `"false"` is
             # not a core flag (bool() would make it true) and a string is not a list of
             # examples (list() would split it into characters).
@@ -94,7 +121,7 @@ def read_catalog(path: Path) -> Iterator[Imported]:
                 tool = ToolCreate(
                     name=name,
                     title=title if title and title != name else None,
-                    description=str(record.get("description") or "")[:10_000],
+                    description=description,
                     input_schema=_schema(record.get("parameters", record.get("input_schema"))),
                     examples=record.get("examples") or [],
                     required_permission=record.get("required_permission"),
@@ -104,7 +131,8 @@ def read_catalog(path: Path) -> Iterator[Imported]:
                 raise CatalogError(
                     f"{where}: invalid tool {source_id!r}: {_first(error)}"
                 ) from None
-            yield Imported(number, source_id, tool)
+            given = frozenset(f for f in CATALOG_FIELDS if f in record)
+            yield Imported(number, source_id, tool, given)
 
 
 def _lines(handle: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:

@@ -186,6 +186,21 @@ class ToolService:
         reindex(session, tool.tenant_id, indexed=[], postings={}, removed=[tool], previous=previous)
         embeddings.forget(session, [tool.id])
 
+    def catalog_fields(
+        self, session: Session, names: Sequence[str]
+    ) -> dict[str, dict[str, object]]:
+        """The permission, core flag and examples of the live tools of these names, by
+        `ToolCreate` field: what an import keeps where its file names none."""
+        rows = session.execute(
+            select(Tool.name, Permission.name, Tool.core, Tool.examples)
+            .outerjoin(Permission, Permission.id == Tool.required_permission_id)
+            .where(Tool.name.in_(names), Tool.deleted_at.is_(None))
+        ).all()
+        return {
+            name: {"required_permission": permission, "core": core, "examples": list(examples)}
+            for name, permission, core, examples in rows
+        }
+
     def get(self, session: Session, tool_id: UUID, *, for_write: bool = False) -> Tool:
         """`for_write`: after the tenant's tool writers before it (see `upsert`)."""
         if for_write:
