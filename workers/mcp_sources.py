@@ -38,6 +38,10 @@ def schedule() -> int:
 def sync(*, tenant_id: str, source_id: str) -> dict[str, object]:
     """Sync one source; repeating it is harmless (an unchanged catalog changes nothing)."""
     result = service.sync_source(
-        resources.database(), UUID(tenant_id), UUID(source_id), settings=get_settings()
+        resources.database(),
+        UUID(tenant_id),
+        UUID(source_id),
+        settings=get_settings(),
+        actor=service.SYNC_ACTOR,
     )
     return result.model_dump(mode="json")

@@ -38,7 +38,7 @@ def run(*args: str, code: int = 0) -> str:
 
 
 @pytest.mark.usefixtures("env")
-def test_add_list_sync_review_approve(server: LiveServer) -> None:
+def test_add_list_sync_review_approve(server: LiveServer, owner_conn: Any) -> None:
     server.tools = [tool("add", POISONED), tool("subtract", "Subtracts two numbers.")]
     tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
     assert tenant
@@ -47,6 +47,12 @@ def test_add_list_sync_review_approve(server: LiveServer) -> None:
     counts = "2 created, 0 updated, 0 unchanged, 0 removed, 1 held"
     assert f"synced: 2 tools in 1 pages ({counts})" in added
     assert server.headers[-1]["authorization"] == "Bearer tok-cli-secret-123456"
+    # The first sync's tools are in the audit log as the CLI's, like the source itself.
+    audited = owner_conn.execute(
+        "SELECT DISTINCT actor, table_name FROM audit_log WHERE tenant_id = %s",
+        (tenant[1],),
+    ).fetchall()
+    assert {("cli", "mcp_sources"), ("cli", "tools"), ("cli", "mcp_tools")} <= set(audited)
     listed = run("mcp", "list", *t)
     assert "healthy" in listed
     assert "tok-cli-secret" not in listed + added

@@ -174,3 +174,8 @@ class TestWorker:
         celery.send_task("mcp.schedule")
         wait_for(lambda: source_state(admin, source)["health"] == "healthy", timeout=60)
         assert sorted(live(admin)) == ["srv_t0", "srv_t1"]
+        # What the schedule changed is in the audit log, as the sync's doing.
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        assert {(i["actor"], i["action"]) for i in items if i["table_name"] == "tools"} == {
+            ("sync", "insert")
+        }

@@ -32,7 +32,7 @@ from ..models import McpSource, Tool
 from ..security import audit
 from .listener import OnChange
 from .schemas import SourceCreate
-from .service import Due, mcp, sync_source
+from .service import SYNC_ACTOR, Due, mcp, sync_source
 
 app = typer.Typer(help="MCP sources: import tool catalogs from MCP servers.", no_args_is_help=True)
 console = Console()
@@ -121,7 +121,9 @@ def add(
             source = mcp.create(session, tenant, data, settings=settings)
         console.print(f"source [bold]{source.id}[/bold] ({source.name}), prefix {source.prefix!r}")
         if sync:
-            result = sync_source(database, tenant, source.id, settings=settings)
+            result = sync_source(
+                database, tenant, source.id, settings=settings, actor=audit.Actor("cli")
+            )
             _print_sync(result)
             if result.status == "failed":  # the source stays; `mcp sync` tries again
                 raise typer.Exit(1)
@@ -243,7 +245,7 @@ def change_handler(database: Database, settings: Settings, *, inline: bool) -> O
     if inline or not settings.redis_url:
 
         def sync_here(due: Due) -> None:
-            sync_source(database, due.tenant_id, due.source_id, settings=settings)
+            sync_source(database, due.tenant_id, due.source_id, settings=settings, actor=SYNC_ACTOR)
 
         return sync_here
     from celery import Celery

@@ -60,6 +60,8 @@ _log = logging.getLogger(__name__)
 
 # A claimed source is not claimed again for this long, whatever becomes of its sync task.
 CLAIM_SECONDS = 300
+# Who changed the catalog when no admin asked: the source's schedule or its server's notice.
+SYNC_ACTOR = audit.Actor("sync")
 _SCHEDULER = text("SELECT set_config('app.scheduler', 'on', true)")
 
 

@@ -29,7 +29,7 @@ class AuditEntry(TenantScoped, Timestamped, Base):
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
-    actor: Mapped[str] = mapped_column(Text)  # key, operator or cli
+    actor: Mapped[str] = mapped_column(Text)  # key, operator, cli or sync (see audit.Actor)
     actor_key_id: Mapped[uuid.UUID | None] = mapped_column()
     request_id: Mapped[str | None] = mapped_column(Text)
     action: Mapped[str] = mapped_column(Text)

@@ -40,7 +40,7 @@ _KEY_LIVE = text("SELECT revoked_at IS NULL FROM api_keys WHERE id = :key_id")
 
 @dataclass(frozen=True)
 class Actor:
-    kind: str  # key, operator or cli
+    kind: str  # key, operator, cli, or sync (a source synced on its schedule or notice)
     key_id: uuid.UUID | None = None
 
 
