@@ -19,11 +19,13 @@ from typing import Annotated, NoReturn
 from uuid import UUID
 
 import httpx
+import psycopg
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from . import stack
@@ -230,13 +232,23 @@ def ping(
     """Health probe for workers and beat: exit 0 when the broker (and a worker) answers."""
     import socket
 
+    from kombu.utils.url import maybe_sanitize_url
+
     from workers.celery_app import celery_app
 
+    settings = get_settings()
+    url = settings.redis_url
+    if not url:  # the embedded stack of `toolsift up`, when it runs
+        embedded = stack.redis(settings)
+        if not embedded.is_running():
+            fail(f"REDIS_URL is not set and no embedded Redis runs in {settings.data_dir}")
+        url = embedded.url
+    celery_app.conf.broker_url = url
     try:
         with celery_app.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as error:
-        fail(f"broker unreachable: {type(error).__name__}")
+        fail(f"broker unreachable at {maybe_sanitize_url(url)}: {type(error).__name__}: {error}")
     if broker_only:
         console.print("broker ok")
         return
@@ -693,7 +705,7 @@ def select_command(
         fail(f"cannot reach {url}: {error}")
     elapsed = (time.perf_counter() - started) * 1000
     if response.status_code != 200:
-        fail(f"{response.status_code}: {response.text}")
+        fail(f"HTTP {response.status_code}: {_error_message(response)}")
     data = response.json()
     if raw:
         console.print_json(data=data)
@@ -815,5 +827,28 @@ def eval_command(
     console.print("written: " + ", ".join(str(p) for p in paths))
 
 
+def _error_message(response: httpx.Response) -> str:
+    """The API's own message (and the field it names), not its JSON body."""
+    try:
+        error = response.json()["error"]
+        message = str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:300] or response.reason_phrase
+    field = error.get("field")
+    return f"{field}: {message}" if field and field not in message else message
+
+
+def main() -> None:
+    """The `toolsift` command: a database that does not answer is one line, not a traceback
+    through SQLAlchemy and psycopg (any command may be the first to reach it)."""
+    try:
+        app()
+    except (OperationalError, psycopg.OperationalError) as error:
+        cause = error.orig if isinstance(error, OperationalError) else error
+        lines = str(cause).strip().splitlines() or [type(cause).__name__]
+        err.print(f"[red]error:[/red] the database did not answer: {lines[0]}", highlight=False)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

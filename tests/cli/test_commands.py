@@ -15,12 +15,14 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from toolsift.access.service import access
+from toolsift.app import create_app
 from toolsift.cli import app
-from toolsift.config import get_settings
+from toolsift.config import Settings, get_settings
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.models import Tool
 
 from ..fixtures.factories import PEPPER
+from ..fixtures.served import served
 
 FIXTURES = Path(__file__).parent.parent / "data"
 runner = CliRunner()
@@ -425,3 +427,24 @@ def test_up_reloads_the_demo_when_its_tenant_was_deleted(
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         tenant_service.delete(session)
     assert not _demo_loaded(database, state)
+
+
+@pytest.mark.usefixtures("env")
+class TestSelect:
+    def test_selects_and_says_the_api_s_error_in_one_line(
+        self, client: TestClient, settings: Settings, database: Database
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        made = runner.invoke(app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot"])
+        key = re.search(r"agent key \(shown once\): (tsk_\S+)", made.output)
+        assert key, made.output
+        with served(create_app(settings, database)) as url:
+            options = ["--key", key[1], "--url", url]
+            ok = runner.invoke(app, ["select", "where is my order", *options, "--raw"])
+            assert ok.exit_code == 0, ok.output
+            assert json.loads(ok.output)["tools"] == []
+            bad = runner.invoke(app, ["select", "where is my order", *options, "--format", "xml"])
+        assert bad.exit_code == 2
+        said = " ".join(bad.output.split())
+        assert said.startswith("error: HTTP 422: format: Input should be"), said
+        assert "{" not in said

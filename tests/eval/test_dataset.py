@@ -51,6 +51,14 @@ class TestErrors:
         with pytest.raises(DatasetError, match=r"queries\.jsonl:3: not valid JSON"):
             load(folder)
 
+    def test_a_line_that_is_not_utf8_is_named(self, tmp_path: Path) -> None:
+        folder = _copy(tmp_path)
+        with (folder / "queries.jsonl").open("ab") as handle:
+            handle.write(b'{"id": "q", "query": "caf\xe9", "relevant": []}\n')
+        lines = len((folder / "queries.jsonl").read_bytes().splitlines())
+        with pytest.raises(DatasetError, match=rf"queries\.jsonl:{lines}: not UTF-8 text"):
+            load(folder)
+
     def test_json_nested_past_the_recursion_limit_names_file_and_line(self, tmp_path: Path) -> None:
         folder = _copy(tmp_path)
         lines = (folder / "tools.jsonl").read_text().splitlines()

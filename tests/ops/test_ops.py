@@ -417,6 +417,59 @@ def test_the_worker_and_beat_say_what_is_not_set(command: list[str]) -> None:
     assert "is not set" in done.stderr
 
 
+@pytest.mark.parametrize("command", [["migrate"], ["tenant", "create", "acme"]])
+def test_a_database_that_does_not_answer_is_one_line(command: list[str]) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env["TOOLSIFT_DATABASE_URL"] = f"postgresql://postgres:hunter2@127.0.0.1:{port}/toolsift"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolsift.cli", *command],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert said.startswith("error: the database did not answer: connection failed:"), said
+    assert f"port {port} failed" in said
+    assert "Traceback" not in said
+    assert "hunter2" not in said
+
+
+def test_ping_finds_the_embedded_redis_and_names_the_broker_it_cannot_reach(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env.pop("REDIS_URL", None)
+    env["TOOLSIFT_DATA_DIR"] = str(tmp_path)
+
+    def ping(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "toolsift.cli", "ping", "--broker-only", "--timeout", "2"],
+            env={**env, **extra}, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    nothing = ping()
+    assert nothing.returncode == 2
+    assert f"no embedded Redis runs in {tmp_path}" in " ".join(nothing.stderr.split())
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    down = ping(TOOLSIFT_REDIS_URL=f"redis://:hunter2@127.0.0.1:{port}/0")
+    assert down.returncode == 2
+    said = " ".join(down.stderr.split())
+    assert f"broker unreachable at redis://:**@127.0.0.1:{port}/0" in said
+    assert "hunter2" not in said
+    server = EmbeddedRedis(tmp_path / "redis")  # where `toolsift up` keeps it
+    server.start()
+    try:
+        up = ping()
+        assert up.returncode == 0, up.stderr
+        assert "broker ok" in up.stdout
+    finally:
+        server.stop()
+
+
 def test_the_worker_takes_its_command_s_level_and_keeps_per_task_lines_for_debug() -> None:
     from workers import celery_app
 

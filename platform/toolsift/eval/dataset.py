@@ -90,25 +90,24 @@ def _repair_schema(schema: Any) -> tuple[Any, list[str]]:
 
 def _json_lines(path: Path) -> list[tuple[int, Any]]:
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as error:
         raise DatasetError(f"{path}: cannot read: {error.strerror}") from None
     rows: list[tuple[int, Any]] = []
     with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append((number, json.loads(line)))
-                except json.JSONDecodeError as error:
-                    raise DatasetError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-                except RecursionError:
-                    raise DatasetError(
-                        f"{path}:{number}: not valid JSON (nested too deeply)"
-                    ) from None
-        except UnicodeDecodeError as error:
-            raise DatasetError(f"{path}: not UTF-8 text ({error.reason})") from None
+        for number, raw in enumerate(handle, start=1):
+            try:  # each line decoded alone, so that the one that is not UTF-8 is named
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(f"{path}:{number}: not UTF-8 text ({error.reason})") from None
+            if not line.strip():
+                continue
+            try:
+                rows.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise DatasetError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+            except RecursionError:
+                raise DatasetError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
     return rows
 
 
