@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -93,19 +95,10 @@ def test_the_last_migration_downgrades_and_upgrades_again(pg_server: str, worker
         drop_all()
 
 
-def test_0011_fills_the_per_format_costs_the_application_computes(
-    pg_server: str, worker_id: str
-) -> None:
-    """Tools and statistics written at head, the columns dropped (downgrade) and filled
-    again by the migration: the same figures as the application's own."""
-    from toolsift.db import ALL_PERMISSIONS, Database
-    from toolsift.tenants.schemas import TenantCreate
-    from toolsift.tenants.service import tenant as tenant_service
-    from toolsift.tools.schemas import ToolCreate
-    from toolsift.tools.service import tool as tool_service
-
+@contextmanager
+def _scratch_database(pg_server: str, name: str) -> Iterator[str]:
+    """A database of its own, migrated to head, dropped afterwards."""
     plain = pg_server.replace("postgresql+psycopg://", "postgresql://")
-    name = f"toolsift_backfill_{worker_id}"
 
     def drop() -> None:
         with psycopg.connect(plain, autocommit=True) as conn:
@@ -113,55 +106,106 @@ def test_0011_fills_the_per_format_costs_the_application_computes(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
 
-    def figures() -> set[tuple[Any, ...]]:
-        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-            conn.execute("SET row_security = off")
-            tools = conn.execute(
-                "SELECT name, token_cost, openai_token_cost, mcp_token_cost FROM tools"
-            ).fetchall()
-            stats = conn.execute(
-                "SELECT permission_key::text, total_tokens, openai_total_tokens, mcp_total_tokens"
-                " FROM corpus_stats"
-            ).fetchall()
-            return {("tool", *row) for row in tools} | {("bucket", *row) for row in stats}
-
     drop()
     url = ensure_database(pg_server, name)
     try:
         upgrade(url)
-        database = Database(url, pool_size=1)
-        try:
-            with database.unit_of_work(None) as session:
-                created = tenant_service.create(session, TenantCreate(name="t"), pepper="p")
-            tenant_id = created.tenant.id
-            output = {"type": "object", "properties": {"rows": {"type": "array"}}}
-            items = [
-                ToolCreate(name="plain", description="Get an order."),
-                ToolCreate(
-                    name="rich",
-                    title="Export the ledger",
-                    description="Export it.",
-                    output_schema=output,
-                    annotations={"readOnlyHint": True},
-                ),
-                ToolCreate(name="gone", description="Deleted before the migration."),
-            ]
+        yield url
+    finally:
+        drop()
+
+
+def _write_tools(url: str, items: list[Any], *, delete: str | None = None) -> None:
+    """A tenant with these tools, written by the application at head (`delete`: one of them
+    deleted afterwards)."""
+    from toolsift.db import ALL_PERMISSIONS, Database
+    from toolsift.tenants.schemas import TenantCreate
+    from toolsift.tenants.service import tenant as tenant_service
+    from toolsift.tools.service import tool as tool_service
+
+    database = Database(url, pool_size=1)
+    try:
+        with database.unit_of_work(None) as session:
+            created = tenant_service.create(session, TenantCreate(name="t"), pepper="p")
+        tenant_id = created.tenant.id
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tool_service.upsert(session, tenant_id, items)
+        if delete is not None:
             with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-                tool_service.upsert(session, tenant_id, items)
-            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-                gone = next(
-                    t
-                    for t in tool_service.list_page(session, after=None, limit=9)[0]
-                    if t.name == "gone"
-                )
-                tool_service.delete(session, gone.id)
-        finally:
-            database.dispose()
-        written = figures()
+                tools = tool_service.list_page(session, after=None, limit=100)[0]
+                tool_service.delete(session, next(t for t in tools if t.name == delete).id)
+    finally:
+        database.dispose()
+
+
+def _costs(url: str) -> set[tuple[Any, ...]]:
+    """Every tool's three token costs and every statistics bucket's three totals."""
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute("SET row_security = off")
+        tools = conn.execute(
+            "SELECT name, token_cost, openai_token_cost, mcp_token_cost FROM tools"
+        ).fetchall()
+        stats = conn.execute(
+            "SELECT permission_key::text, total_tokens, openai_total_tokens, mcp_total_tokens"
+            " FROM corpus_stats"
+        ).fetchall()
+        return {("tool", *row) for row in tools} | {("bucket", *row) for row in stats}
+
+
+def test_0011_fills_the_per_format_costs_the_application_computes(
+    pg_server: str, worker_id: str
+) -> None:
+    """Tools and statistics written at head, the columns dropped (downgrade) and filled
+    again by the migration: the same figures as the application's own."""
+    from toolsift.tools.schemas import ToolCreate
+
+    with _scratch_database(pg_server, f"toolsift_backfill_{worker_id}") as url:
+        output = {"type": "object", "properties": {"rows": {"type": "array"}}}
+        items = [
+            ToolCreate(name="plain", description="Get an order."),
+            ToolCreate(
+                name="rich",
+                title="Export the ledger",
+                description="Export it.",
+                output_schema=output,
+                annotations={"readOnlyHint": True},
+            ),
+            ToolCreate(name="gone", description="Deleted before the migration."),
+        ]
+        _write_tools(url, items, delete="gone")
+        written = _costs(url)
         rich = next(row for row in written if row[:2] == ("tool", "rich"))
         assert rich[4] > rich[2] + 20  # the MCP definition carries title and output schema
         command.downgrade(alembic_config(url), "0010")
         upgrade(url)
-        assert figures() == written
-    finally:
-        drop()
+        assert _costs(url) == written
+
+
+def test_0019_counts_the_definitions_the_model_apis_accept(pg_server: str, worker_id: str) -> None:
+    """Undone, the costs of the full schemas and descriptions; redone, the application's."""
+    from toolsift.tools.schemas import ToolCreate
+
+    with _scratch_database(pg_server, f"toolsift_model_apis_{worker_id}") as url:
+        either = {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "name": {"type": "string"}},
+            "anyOf": [{"required": ["id"]}, {"required": ["name"]}],
+        }
+        items = [
+            ToolCreate(name="plain", description="Get an order."),
+            ToolCreate(name="either", description="Get an order.", input_schema=either),
+            ToolCreate(name="long", description="w" * 3000),
+        ]
+        _write_tools(url, items)
+        written = _costs(url)
+        command.downgrade(alembic_config(url), "0018")
+        before = {row[1]: row for row in _costs(url) if row[0] == "tool"}
+        now = {row[1]: row for row in written if row[0] == "tool"}
+        assert before["plain"] == now["plain"]
+        # The anyOf was counted, in both formats.
+        assert before["either"][2] > now["either"][2]
+        assert before["either"][3] > now["either"][3]
+        assert before["long"][3] > now["long"][3] + 400  # 3,000 characters, not 1,024
+        assert before["long"][2] == now["long"][2]  # Anthropic takes the long description
+        upgrade(url)
+        assert _costs(url) == written

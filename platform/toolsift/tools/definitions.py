@@ -15,12 +15,55 @@ from ..models import Tool
 Format = Literal["anthropic", "openai", "mcp", "anthropic_tool_reference"]
 
 
+# What Anthropic's and OpenAI's APIs refuse at the top of an input schema ("input_schema does
+# not support oneOf, allOf, or anyOf at the top level"; "schema must have type 'object' and
+# not have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level"). One such tool among those
+# sent fails the agent's whole request, and MCP servers often express "one of these
+# arguments" that way.
+COMBINATORS = ("oneOf", "anyOf", "allOf")
+REFUSED_AT_TOP = (*COMBINATORS, "enum", "not")
+# OpenAI refuses a function description longer than this ("string_above_max_length").
+OPENAI_DESCRIPTION_LIMIT = 1024
+
+
+def model_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The input schema as the model APIs take it: the top-level keywords they refuse
+    dropped, and the properties their branches named kept as optional properties.
+
+    The constraint the keywords expressed ("`id` or `name`") is the tool's to enforce on the
+    call; the model still sees every argument. The same rule runs in SQL
+    (`toolsift_model_schema`, migration 0019), which serves the definitions.
+    """
+    if not any(key in schema for key in REFUSED_AT_TOP):
+        return schema
+    merged: dict[str, Any] = {}
+    for key in COMBINATORS:
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else []:
+            properties = branch.get("properties") if isinstance(branch, dict) else None
+            for name, value in (properties if isinstance(properties, dict) else {}).items():
+                merged.setdefault(name, value)
+    kept = {key: value for key, value in schema.items() if key not in REFUSED_AT_TOP}
+    if merged:
+        top = kept.get("properties")
+        kept["properties"] = {**merged, **(top if isinstance(top, dict) else {})}
+    return kept
+
+
+def openai_description(description: str) -> str:
+    if len(description) <= OPENAI_DESCRIPTION_LIMIT:
+        return description
+    return description[: OPENAI_DESCRIPTION_LIMIT - 1] + "\u2026"
+
+
 def render(tool: Tool, fmt: Format) -> dict[str, Any]:
+    """A tool as each model API wants it. The MCP definition is the tool as written; the
+    Anthropic and OpenAI ones hold to what those APIs accept (`model_schema`)."""
     if fmt == "anthropic":
         return {
             "name": tool.name,
             "description": tool.description,
-            "input_schema": tool.input_schema,
+            "input_schema": model_schema(tool.input_schema),
         }
     if fmt == "anthropic_tool_reference":
         return {"type": "tool_reference", "tool_name": tool.name}
@@ -29,8 +72,8 @@ def render(tool: Tool, fmt: Format) -> dict[str, Any]:
             "type": "function",
             "function": {
                 "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.input_schema,
+                "description": openai_description(tool.description),
+                "parameters": model_schema(tool.input_schema),
             },
         }
     definition: dict[str, Any] = {"name": tool.name}
