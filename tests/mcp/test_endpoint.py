@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from tests.fixtures.factories import (
     Caller,
@@ -129,6 +132,32 @@ class TestSearchTools:
         error = result.structured_content["error"]
         assert error["field"] == "query"
         assert len(error["message"]) < 400
+
+    def test_the_text_is_the_structured_result_serialized(
+        self, base_url: str, support_agent: Caller
+    ) -> None:
+        """As the spec asks: a client that reads only text still gets the selection id."""
+        _, result = _call(base_url, support_agent.key, {"query": "where is my order"})
+        assert json.loads(result.content[0].text) == result.structured_content
+        assert result.structured_content["selection_id"]
+
+    def test_an_unknown_tool_is_a_protocol_error(
+        self, base_url: str, support_agent: Caller
+    ) -> None:
+        async def run() -> MCPError | None:
+            headers = {"Authorization": f"Bearer {support_agent.key}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+                transport = streamable_http_client(f"{base_url}/mcp/", http_client=http)
+                async with Client(transport, cache=None) as client:
+                    try:
+                        await client.call_tool("delete_account", {})
+                    except MCPError as error:
+                        return error
+            return None
+
+        error = anyio.run(run)
+        assert error is not None
+        assert (error.code, error.message) == (INVALID_PARAMS, "Unknown tool: 'delete_account'")
 
     def test_an_integral_number_is_a_valid_k(self, base_url: str, support_agent: Caller) -> None:
         _, result = _call(base_url, support_agent.key, {"query": "order status", "k": 2.0})

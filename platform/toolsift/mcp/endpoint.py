@@ -19,6 +19,8 @@ import mcp_types as types
 import psycopg
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from starlette.types import Receive, Scope, Send
@@ -184,7 +186,9 @@ class McpEndpoint:
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name != SEARCH_TOOLS.name:
-            return _error(f"unknown tool {params.name[:64]!r}", "name")
+            # A protocol error, as the MCP spec lists unknown tools (an argument the tool
+            # refuses is the tool's own error, below).
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:64]!r}")
         principal: Principal = ctx.request.scope["state"]["principal"]
         arguments = params.arguments or {}
         if (wrong := argument_error(arguments)) is not None:
@@ -203,8 +207,10 @@ class McpEndpoint:
             body = await anyio.to_thread.run_sync(self._select, principal, request)
         except AppError as error:
             return _error(error.message, error.field)
+        # The structured result serialized as the text too, as the spec asks of a tool that
+        # returns both: a client that reads only text still gets the selection id to report.
         return types.CallToolResult(
-            content=[types.TextContent(text=json.dumps(body["tools"]))], structured_content=body
+            content=[types.TextContent(text=json.dumps(body))], structured_content=body
         )
 
     def _select(self, principal: Principal, request: SelectRequest) -> dict[str, Any]:
