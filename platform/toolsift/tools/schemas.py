@@ -115,6 +115,10 @@ def check_examples(value: list[str]) -> list[str]:
     return value
 
 
+# MCP's ToolAnnotations: hints typed as booleans (other keys pass as written).
+ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
 class ToolCreate(StoredSchema):
     model_config = ConfigDict(
         from_attributes=True, extra="forbid", json_schema_extra={"examples": [EXAMPLE_TOOL]}
@@ -153,8 +157,16 @@ class ToolCreate(StoredSchema):
     @field_validator("annotations")
     @classmethod
     def _annotations(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and len(json.dumps(value)) > MAX_SCHEMA_BYTES:
+        if value is None:
+            return None
+        if len(json.dumps(value)) > MAX_SCHEMA_BYTES:
             raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes of JSON")
+        # The `mcp` format serves them as MCP's ToolAnnotations, which clients validate.
+        for hint in ANNOTATION_HINTS:
+            if hint in value and not isinstance(value[hint], bool):
+                raise ValueError(f"{hint} must be true or false")
+        if "title" in value and not isinstance(value["title"], str):
+            raise ValueError("title must be a string")
         return value
 
     @field_validator("examples")
