@@ -756,6 +756,37 @@ class TestPathAndQueryValidation:
     ) -> None:
         refused(admin.get(TOOLS, params=params), 422, field)
 
+    @pytest.mark.parametrize(
+        ("method", "path", "params", "message"),
+        [
+            # The audit log pages with `before`: `after` returned the first page forever.
+            ("GET", "/admin/v1/audit", {"after": "x"}, "unknown query parameter 'after'"
+             " (it takes before, limit)"),
+            ("GET", TOOLS, {"bogus": "1"}, "unknown query parameter 'bogus'"),
+            ("DELETE", f"{TOOLS}/00000000-0000-0000-0000-000000000000", {"force": "1"},
+             "unknown query parameter 'force' (it takes none)"),
+            ("POST", SELECT, {"k": "3"}, "unknown query parameter 'k' (it takes none)"),
+        ],
+    )  # fmt: skip
+    def test_an_unknown_query_parameter_is_400_naming_it(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        unchanged: Unchanged,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        message: str,
+    ) -> None:
+        caller = support_agent if path == SELECT else admin
+        body = {"messages": [{"role": "user", "content": "order"}]} if path == SELECT else None
+        with unchanged():
+            response = caller.client.request(
+                method, path, headers=caller.headers, params=params, json=body
+            )
+            error = refused(response, 400, next(iter(params)))
+        assert error["message"].startswith(message)
+
     def test_the_limit_bounds_are_accepted(self, admin: Caller, catalog: dict[str, str]) -> None:
         assert len(admin.ok(admin.get(TOOLS, params={"limit": 1}))["items"]) == 1
         assert len(admin.ok(admin.get(TOOLS, params={"limit": 1000}))["items"]) == 6

@@ -9,6 +9,9 @@ FastAPI answers with a 400 that names no field. All are malformed JSON here: a 4
 A body sent as another media type (`curl -d` says `application/x-www-form-urlencoded`) is
 a 415 naming the `Content-Type` header, where FastAPI would report a body that "should be
 a valid dictionary"; so is a body sent without the header.
+
+A query parameter the route does not take is a 400 naming it: ignored, a misspelt cursor
+(`?after=` where the route pages with `before`) returned the first page forever.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
-from ..errors import UnsupportedMediaType
+from ..errors import BadRequest, UnsupportedMediaType
 
 
 def _constant(constant: str) -> Any:
@@ -51,13 +55,28 @@ class StrictJSONRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
+        takes = sorted(_query_names(self.dependant))
 
         async def strict(request: Request) -> Response:
+            for name in request.query_params:
+                if name not in takes:
+                    known = f"it takes {', '.join(takes)}" if takes else "it takes none"
+                    raise BadRequest(
+                        f"unknown query parameter {name[:64]!r} ({known})", field=name[:64]
+                    )
             if takes_body and (problem := _not_json(request)) is not None:
                 raise UnsupportedMediaType(problem, field="Content-Type")
             return await handler(_StrictJSONRequest(request.scope, request.receive))
 
         return strict
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for dependency in dependant.dependencies:
+        names |= _query_names(dependency)
+    return names
 
 
 def _not_json(request: Request) -> str | None:
