@@ -328,9 +328,34 @@ class TestSelectRequestValidation:
         with unchanged():
             refused(support_agent.post(SELECT, {"messages": [block]}), 422, "messages[0].content")
 
-    def test_too_many_messages_is_422(self, support_agent: Caller, unchanged: Unchanged) -> None:
+    def test_a_long_tool_heavy_conversation_is_served(self, support_agent: Caller) -> None:
+        """Only the message the query is read from is bounded: old tool results of 40,000
+        characters, in either shape, and hundreds of turns are an ordinary conversation."""
+        result = "x" * 40_000
+        messages: list[dict[str, Any]] = [USER] * 300
+        messages += [
+            {"role": "tool", "tool_call_id": "1", "content": result},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "2", "content": result}],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": result}]},
+            {"role": "user", "content": "where is my order shipping status"},
+        ]
+        body = support_agent.ok(support_agent.post(SELECT, {"messages": messages}))
+        assert "order_status" in [t["name"] for t in body["tools"]]
+
+    def test_the_query_message_is_bounded_even_when_it_is_not_the_last(
+        self, support_agent: Caller, unchanged: Unchanged
+    ) -> None:
+        messages = [
+            {"role": "user", "content": "y" * 40_000},
+            {"role": "assistant", "content": "on it"},
+        ]
         with unchanged():
-            refused(support_agent.post(SELECT, {"messages": [USER] * 201}), 422, "messages")
+            error = refused(support_agent.post(SELECT, {"messages": messages}), 422)
+        assert error["field"] == "messages[0].content"
+        assert "at most 32768 characters" in error["message"]
 
     def test_a_role_the_key_lacks_is_403_naming_it(
         self, support_agent: Caller, unchanged: Unchanged

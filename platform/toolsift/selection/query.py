@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..errors import Unprocessable
 from ..kit.text import scrub
 from ..lexical.analysis import expand_identifiers
 from ..tools.schemas import TOOL_NAME_PATTERN
-from .schemas import Message, SelectRequest
+from .schemas import MAX_TEXT, Message, SelectRequest
 
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
@@ -25,11 +26,27 @@ def _texts(message: Message) -> Iterable[str]:
 
 
 def build_query(request: SelectRequest) -> str:
-    users = [m for m in request.messages if m.role == "user" and any(t.strip() for t in _texts(m))]
-    last = users[-1] if users else request.messages[-1]
-    parts = [*_texts(last), request.task.plan, *request.task.recent_tools]
+    """Only the message the query is read from is bounded (the body limit bounds the rest):
+    an earlier tool result of 40,000 characters is an ordinary conversation."""
+    index = _query_message(request.messages)
+    texts = list(_texts(request.messages[index]))
+    if sum(len(t) for t in texts) > MAX_TEXT:
+        raise Unprocessable(
+            f"the message the query is read from must be at most {MAX_TEXT} characters of text",
+            field=f"messages[{index}].content",
+        )
+    parts = [*texts, request.task.plan, *request.task.recent_tools]
     # Terms are distinct in scoring, so expanding identifiers never double-counts a word.
     return expand_identifiers(scrub(" ".join(p for p in parts if p)))
+
+
+def _query_message(messages: list[Message]) -> int:
+    """The last user message with text, or else the last message of any role."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and any(t.strip() for t in _texts(message)):
+            return index
+    return len(messages) - 1
 
 
 #: Used tools a select keeps at most, the most recently called first.

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..access.schemas import RoleName
 from ..kit.schemas import Schema
@@ -14,29 +14,16 @@ Mode = Literal["bm25", "dense", "hybrid"]
 
 
 class Message(BaseModel):
-    """A chat turn in Anthropic or OpenAI shape; only text and tool names are read."""
+    """A chat turn in Anthropic or OpenAI shape; only text and tool names are read.
+
+    Sizes are the body limit's to bound: the text of the one message the query is read from
+    is checked when the query is built (`query.build_query`)."""
 
     model_config = ConfigDict(extra="allow")
 
     role: Literal["user", "assistant", "system", "tool", "developer"]
     content: str | list[dict[str, Any]] | None = None
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=100)
-
-    @field_validator("content")
-    @classmethod
-    def _bounded(
-        cls, value: str | list[dict[str, Any]] | None
-    ) -> str | list[dict[str, Any]] | None:
-        if isinstance(value, str) and len(value) > MAX_TEXT:
-            raise ValueError(f"must be at most {MAX_TEXT} characters")
-        if isinstance(value, list):
-            if len(value) > 100:
-                raise ValueError("at most 100 content blocks")
-            for block in value:
-                text = block.get("text")
-                if isinstance(text, str) and len(text) > MAX_TEXT:
-                    raise ValueError(f"a text block must be at most {MAX_TEXT} characters")
-        return value
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class TaskState(Schema):
@@ -63,7 +50,7 @@ class SelectRequest(Schema):
         }
     )
 
-    messages: list[Message] = Field(min_length=1, max_length=200)
+    messages: list[Message] = Field(min_length=1)
     task: TaskState = Field(default_factory=TaskState)
     roles: list[RoleName] | None = Field(
         default=None, max_length=50, description="Roles to act as; default: all the key's roles."
