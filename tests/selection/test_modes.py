@@ -83,6 +83,9 @@ class TestFusionSettings:
             ({"dense_wieght": 2}, "settings.fusion.dense_wieght"),
             ({"bm25_scale": 0}, "settings.fusion.bm25_scale"),
             ({"bm25_floor": 1.5}, "settings.fusion.bm25_floor"),
+            ({"k": 1e300}, "settings.fusion.k"),
+            ({"bm25_weight": 1e7}, "settings.fusion.bm25_weight"),
+            ({"bm25_weight": 0, "dense_weight": 0}, "settings.fusion"),
             ("fast", "settings.fusion"),
         ],
     )
@@ -94,6 +97,15 @@ class TestFusionSettings:
         assert response.status_code == 422, response.text
         assert response.json()["error"]["field"] == field
         assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {"fusion": {"k": 30}}
+
+    def test_weights_that_become_both_0_by_the_merge_are_422(self, admin: Caller) -> None:
+        """Hybrid would score every tool 0 and answer in registry order."""
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"bm25_weight": 0}}}))
+        response = admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"dense_weight": 0}}})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == "settings.fusion"
+        stored = admin.ok(admin.get("/admin/v1/tenant"))["settings"]
+        assert stored == {"fusion": {"bm25_weight": 0}}
 
     def test_settings_merge_key_by_key_at_every_depth(self, admin: Caller) -> None:
         admin.ok(

@@ -25,11 +25,20 @@ class FusionSettings(Schema):
     Omitted (or null) values take the defaults of `selection.dense.Fusion`.
     """
 
-    k: float | None = Field(default=None, gt=0, description="Rank constant, > 0.", **_NUMBER)
-    bm25_weight: float | None = Field(default=None, ge=0, **_NUMBER)
-    dense_weight: float | None = Field(default=None, ge=0, **_NUMBER)
+    # Bounded above too: far past any useful value, 1e300 only hides a mistake.
+    k: float | None = Field(
+        default=None, gt=0, le=1e6, description="Rank constant, > 0.", **_NUMBER
+    )
+    bm25_weight: float | None = Field(
+        default=None, ge=0, le=1e6, description="Not 0 with dense_weight 0.", **_NUMBER
+    )
+    dense_weight: float | None = Field(default=None, ge=0, le=1e6, **_NUMBER)
     bm25_scale: float | None = Field(
-        default=None, gt=0, description="BM25 score at which both lists weigh the same.", **_NUMBER
+        default=None,
+        gt=0,
+        le=1e6,
+        description="BM25 score at which both lists weigh the same.",
+        **_NUMBER,
     )
     bm25_floor: float | None = Field(
         default=None, ge=0, le=1, description="Least share of the weight BM25 keeps.", **_NUMBER

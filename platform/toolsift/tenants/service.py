@@ -15,6 +15,7 @@ from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, s
 from ..errors import NotFound, ServiceUnavailable, TenantDeleted, Unprocessable
 from ..models import Tenant
 from ..security.audit import lock_chain
+from ..selection.dense import Fusion
 from .schemas import (
     TenantCreate,
     TenantCreated,
@@ -144,9 +145,25 @@ class TenantService:
             tenant.name = data.name
         if data.settings is not None:
             given = data.settings.model_dump(exclude_unset=True)
-            tenant.settings = merged(tenant.settings, given)
+            settings = merged(tenant.settings, given)
+            _check_fusion(settings.get("fusion"))
+            tenant.settings = settings
         session.flush()
         return tenant
+
+
+def _check_fusion(fusion: Any) -> None:
+    """What each value allows alone, the merged pair may still not: with both weights 0 a
+    hybrid select scores every tool 0 and answers in registry order."""
+    if not isinstance(fusion, dict):
+        return
+    weights = [fusion.get(w) for w in ("bm25_weight", "dense_weight")]
+    defaults = (Fusion.bm25_weight, Fusion.dense_weight)
+    if all((w if w is not None else d) == 0 for w, d in zip(weights, defaults, strict=True)):
+        raise Unprocessable(
+            "bm25_weight and dense_weight cannot both be 0 (hybrid selects would rank nothing)",
+            field="settings.fusion",
+        )
 
 
 def merged(current: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
