@@ -218,5 +218,27 @@ class TestAnalystLogin:
         assert admin.get("/admin/v1/analytics/analyst").json() == {"login": None}
         assert admin.delete("/admin/v1/analytics/analyst").status_code == 404
 
+    def test_creating_rotating_and_dropping_are_audited_without_the_password(
+        self, admin: Caller, logins: list[str]
+    ) -> None:
+        first = create_login(admin, logins)
+        second = create_login(admin, logins)
+        admin.ok(admin.delete("/admin/v1/analytics/analyst"), 204)
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        trail = [
+            (i["action"], i["changed"], i["row_key"], i["actor"])
+            for i in reversed(items)
+            if i["table_name"] == "analyst_login"
+        ]
+        key = {"login": first["login"]}
+        assert trail == [
+            ("insert", ["login", "password"], key, "key"),
+            ("update", ["password"], key, "key"),
+            ("delete", [], key, "key"),
+        ]
+        assert first["password"] not in str(items)
+        assert second["password"] not in str(items)
+        assert admin.ok(admin.get("/admin/v1/audit/verify"))["ok"] is True
+
     def test_an_agent_key_cannot_make_one(self, support_agent: Caller) -> None:
         assert support_agent.post("/admin/v1/analytics/analyst").status_code == 403

@@ -23,6 +23,7 @@ from ..auth.deps import Principal
 from ..db import tenant_gone
 from ..errors import NotFound
 from ..models import ToolCall
+from ..security import audit
 from . import schemas
 from .schemas import ToolCallCreate, ToolCallRead
 
@@ -208,6 +209,7 @@ class AnalyticsService:
         password = secrets.token_urlsafe(24)
         tenant_id = session.info["tenant_id"]
         login = f"toolsift_analyst_{UUID(str(tenant_id)).hex}"
+        existed = self.analyst_login(session) is not None
         raw = session.connection().connection.driver_connection
         assert raw is not None
         verifier = raw.pgconn.encrypt_password(password.encode(), login.encode(), b"scram-sha-256")
@@ -215,6 +217,16 @@ class AnalyticsService:
             text("SELECT analytics.set_analyst_login(:verifier)"), {"verifier": verifier.decode()}
         )
         assert created == login
+        # A database credential that reads the tenant's queries: in the audit log, like a key.
+        audit.record(
+            session,
+            UUID(str(tenant_id)),
+            table="analyst_login",
+            key={"login": login},
+            action="update" if existed else "insert",
+            changed=["password"] if existed else ["login", "password"],
+            after={"login": login},
+        )
         database = session.scalar(text("SELECT current_database()"))
         return schemas.AnalystLogin(
             login=login,
@@ -225,8 +237,18 @@ class AnalyticsService:
         )
 
     def drop_analyst_login(self, session: Session) -> None:
+        login = self.analyst_login(session)
         if not session.scalar(text("SELECT analytics.drop_analyst_login()")):
             raise NotFound("this tenant has no analyst login")
+        tenant_id = UUID(str(session.info["tenant_id"]))
+        audit.record(
+            session,
+            tenant_id,
+            table="analyst_login",
+            key={"login": login},
+            action="delete",
+            changed=[],
+        )
 
     def maintain_partitions(
         self, session: Session, *, months_ahead: int, default_retention_days: int

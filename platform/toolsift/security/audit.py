@@ -49,6 +49,41 @@ def track(session: Session, actor: Actor) -> None:
     session.info[_ACTOR] = actor
 
 
+def record(
+    session: Session,
+    tenant_id: uuid.UUID,
+    *,
+    table: str,
+    key: dict[str, Any],
+    action: str,
+    changed: list[str],
+    after: dict[str, Any] | None = None,
+) -> None:
+    """An entry for a change no ORM row shows (a database login), chained like the others;
+    nothing when the session is not tracked. `after` is hashed, never stored: leave secrets
+    out of it."""
+    actor: Actor | None = session.info.get(_ACTOR)
+    if actor is None:
+        return
+    session.add(
+        AuditEntry(
+            tenant_id=tenant_id,
+            id=uuid.uuid4(),
+            created_at=datetime.now(UTC),
+            actor=actor.kind,
+            actor_key_id=actor.key_id,
+            request_id=request_id.get(),
+            action=action,
+            table_name=table,
+            row_key=key,
+            changed=changed,
+            before_hash=None,
+            after_hash=row_hash(after) if after is not None else None,
+        )
+    )
+    session.flush()
+
+
 def _table(mapper: Any) -> str:
     return str(mapper.local_table.name)
 
