@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
+from rich.table import Column, Table
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -37,7 +37,16 @@ from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
 from .embedding.base import get_backend
 from .errors import AppError
-from .kit.commands import DataDir, err, fail, known_tenant, settings_for, valid
+from .kit.commands import (
+    DataDir,
+    Tenant,
+    err,
+    fail,
+    known_tenant,
+    settings_for,
+    tenant_session,
+    valid,
+)
 from .kit.interrupts import StickyInterrupt
 from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
@@ -529,6 +538,42 @@ def key_create(
         finally:
             database.dispose()
     typer.echo(f"{scope} key (shown once): {key.secret}")
+
+
+@key_app.command("list")
+def key_list(tenant: Tenant, data_dir: DataDir = None) -> None:
+    """The tenant's keys, oldest first (never a secret: the prefix tells them apart)."""
+    # The id whole, whatever the terminal's width: `key revoke` takes it.
+    table = Table(Column("id", no_wrap=True, min_width=36), box=None)
+    for heading in ("name", "scope", "prefix", "roles", "created", "revoked"):
+        table.add_column(heading)
+    with tenant_session(tenant, data_dir) as session:
+        for key in access.list_keys(session):
+            revoked = f"{key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
+            table.add_row(
+                str(key.id),
+                key.name,
+                key.scope,
+                key.prefix,
+                ", ".join(key.roles),
+                f"{key.created_at:%Y-%m-%d %H:%M}",
+                revoked,
+            )
+    console.print(table)
+
+
+@key_app.command("revoke")
+def key_revoke(
+    key_id: Annotated[UUID, typer.Argument(help="The key's id (`toolsift key list`).")],
+    tenant: Tenant,
+    data_dir: DataDir = None,
+) -> None:
+    """Revoke a key: refused from its next request on."""
+    with tenant_session(tenant, data_dir) as session:
+        already = access.get_key(session, key_id).revoked_at is not None
+        key = access.revoke_key(session, key_id)
+    said = "was already revoked" if already else "revoked"
+    console.print(f"{key.scope} key {key.name!r} ({key.prefix}) {said}")
 
 
 @tools_app.command("import")

@@ -71,6 +71,34 @@ class TestTenantAndKeys:
         )
         assert response.status_code == 200, response.text
 
+    def test_key_list_and_revoke(self, client: TestClient) -> None:
+        tenant_id = str(_tenant(runner.invoke(app, ["tenant", "create", "acme"]).output))
+        made = runner.invoke(app, ["key", "create", "--tenant", tenant_id, "--name", "bot"])
+        secret = re.search(r"agent key \(shown once\): (tsk_\S+)", made.output)
+        assert secret, made.output
+        listed = runner.invoke(app, ["key", "list", "--tenant", tenant_id])
+        assert listed.exit_code == 0, listed.output
+        assert secret[1] not in listed.output
+        rows = [line.split() for line in listed.output.splitlines() if " bot " in line]
+        assert len(rows) == 1
+        assert rows[0][1:3] == ["bot", "agent"]
+        key_id = rows[0][0]
+        body = {"messages": [{"role": "user", "content": "hello"}]}
+        headers = {"Authorization": f"Bearer {secret[1]}"}
+        assert client.post("/v1/select", json=body, headers=headers).status_code == 200
+        revoked = runner.invoke(app, ["key", "revoke", key_id, "--tenant", tenant_id])
+        assert revoked.exit_code == 0, revoked.output
+        assert "agent key 'bot'" in revoked.output
+        assert "revoked" in revoked.output
+        assert client.post("/v1/select", json=body, headers=headers).status_code == 401
+        again = runner.invoke(app, ["key", "revoke", key_id, "--tenant", tenant_id])
+        assert "was already revoked" in again.output
+        missing = runner.invoke(
+            app, ["key", "revoke", "00000000-0000-0000-0000-000000000000", "--tenant", tenant_id]
+        )
+        assert missing.exit_code == 2
+        assert "key not found" in missing.output
+
     def test_key_create_with_unknown_role_fails_cleanly(self) -> None:
         tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
         result = runner.invoke(
