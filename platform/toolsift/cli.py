@@ -694,6 +694,8 @@ def report(
     tools, empty results, near-duplicates, unused tools, drift after new versions."""
     from .analytics.report import render
 
+    if since and until and until <= since:
+        fail(f"--until ({until:%Y-%m-%d}) must be after --since ({since:%Y-%m-%d})")
     settings = settings_for(data_dir)
     with stack.database_url(settings) as url:
         database = Database(url, pool_size=1)

@@ -59,6 +59,8 @@ class TestAnalyticsEndpoints:
         [
             ("recall", {"since": "yesterday"}, "since"),
             ("tokens", {"until": "2026-13-01"}, "until"),
+            ("recall", {"since": "2027-01-01", "until": "2026-01-01"}, "until"),
+            ("drift", {"since": "2026-05-01", "until": "2026-05-01"}, "until"),
             ("latency", {"limit": 0}, "limit"),
             ("near-duplicates", {"limit": 10_001}, "limit"),
         ],

@@ -77,3 +77,10 @@ class TestReport:
         )
         assert result.exit_code == 2
         assert "--since" in result.output
+
+    def test_until_before_since_is_refused(self, admin: Caller) -> None:
+        """An empty report would look like a quiet period."""
+        dates = ["--since", "2027-01-01", "--until", "2026-01-01"]
+        result = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id), *dates])
+        assert result.exit_code == 2
+        assert "--until (2026-01-01) must be after --since (2027-01-01)" in result.output

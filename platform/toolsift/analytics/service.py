@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
 from ..db import tenant_gone
-from ..errors import NotFound
+from ..errors import NotFound, Unprocessable
 from ..models import ToolCall
 from ..security import audit
 from . import schemas
@@ -191,6 +191,9 @@ class AnalyticsService:
         limit: int = 1000,
     ) -> list[Any]:
         """Rows of one view, oldest day first; `until` is exclusive."""
+        if since is not None and until is not None and until <= since:
+            # An empty answer would look like a quiet period.
+            raise Unprocessable(f"until ({until}) must be after since ({since})", field="until")
         spec = VIEWS[view]
         params = {"since": since, "until": until, "limit": min(limit, MAX_ROWS)}
         result = session.execute(_STATEMENTS[view], params).mappings()
