@@ -65,22 +65,7 @@ def record(
     actor: Actor | None = session.info.get(_ACTOR)
     if actor is None:
         return
-    session.add(
-        AuditEntry(
-            tenant_id=tenant_id,
-            id=uuid.uuid4(),
-            created_at=datetime.now(UTC),
-            actor=actor.kind,
-            actor_key_id=actor.key_id,
-            request_id=request_id.get(),
-            action=action,
-            table_name=table,
-            row_key=key,
-            changed=changed,
-            before_hash=None,
-            after_hash=row_hash(after) if after is not None else None,
-        )
-    )
+    session.add(_new_entry(actor, tenant_id, table, key, action, changed, None, after))
     session.flush()
 
 
@@ -214,8 +199,22 @@ def _entry(
     after: dict[str, Any] | None,
     changed: list[str],
 ) -> AuditEntry:
+    table, key = _table(state.mapper), _key(state)
+    return _new_entry(actor, _tenant(state), table, key, action, changed, before, after)
+
+
+def _new_entry(
+    actor: Actor,
+    tenant_id: Any,
+    table: str,
+    key: dict[str, Any],
+    action: str,
+    changed: list[str],
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+) -> AuditEntry:
     return AuditEntry(
-        tenant_id=_tenant(state),
+        tenant_id=tenant_id,
         id=uuid.uuid4(),
         # The clock, not now(): entries of one transaction keep their order.
         created_at=datetime.now(UTC),
@@ -223,8 +222,8 @@ def _entry(
         actor_key_id=actor.key_id,
         request_id=request_id.get(),
         action=action,
-        table_name=_table(state.mapper),
-        row_key=_key(state),
+        table_name=table,
+        row_key=key,
         changed=changed,
         before_hash=row_hash(before) if before is not None else None,
         after_hash=row_hash(after) if after is not None else None,
