@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Column, Table
+from rich.table import Table
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -543,23 +543,19 @@ def key_create(
 @key_app.command("list")
 def key_list(tenant: Tenant, data_dir: DataDir = None) -> None:
     """The tenant's keys, oldest first (never a secret: the prefix tells them apart)."""
-    # The id whole, whatever the terminal's width: `key revoke` takes it.
-    table = Table(Column("id", no_wrap=True, min_width=36), box=None)
-    for heading in ("name", "scope", "prefix", "roles", "created", "revoked"):
-        table.add_column(heading)
     with tenant_session(tenant, data_dir) as session:
-        for key in access.list_keys(session):
-            revoked = f"{key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else ""
-            table.add_row(
-                str(key.id),
-                key.name,
-                key.scope,
-                key.prefix,
-                ", ".join(key.roles),
-                f"{key.created_at:%Y-%m-%d %H:%M}",
-                revoked,
-            )
-    console.print(table)
+        keys = access.list_keys(session)
+    # A line a key, never cut: `key revoke` takes the id, and the prefix is how a holder
+    # tells which key is theirs.
+    for key in keys:
+        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
+        roles = f"  roles: {', '.join(key.roles)}" if key.roles else ""
+        console.print(
+            f"{key.id}  {key.scope:<5}  {key.prefix}  {state}  created"
+            f" {key.created_at:%Y-%m-%d}  {key.name!r}{roles}",
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 @key_app.command("revoke")

@@ -79,9 +79,10 @@ class TestTenantAndKeys:
         listed = runner.invoke(app, ["key", "list", "--tenant", tenant_id])
         assert listed.exit_code == 0, listed.output
         assert secret[1] not in listed.output
-        rows = [line.split() for line in listed.output.splitlines() if " bot " in line]
+        rows = [line.split() for line in listed.output.splitlines() if "'bot'" in line]
         assert len(rows) == 1
-        assert rows[0][1:3] == ["bot", "agent"]
+        assert rows[0][1] == "agent"
+        assert rows[0][3] == "active"
         key_id = rows[0][0]
         body = {"messages": [{"role": "user", "content": "hello"}]}
         headers = {"Authorization": f"Bearer {secret[1]}"}
@@ -93,6 +94,9 @@ class TestTenantAndKeys:
         assert client.post("/v1/select", json=body, headers=headers).status_code == 401
         again = runner.invoke(app, ["key", "revoke", key_id, "--tenant", tenant_id])
         assert "was already revoked" in again.output
+        listed = runner.invoke(app, ["key", "list", "--tenant", tenant_id]).output
+        assert f"{key_id}  agent" in listed
+        assert "revoked 20" in listed
         missing = runner.invoke(
             app, ["key", "revoke", "00000000-0000-0000-0000-000000000000", "--tenant", tenant_id]
         )
