@@ -210,7 +210,10 @@ def reindex(
         finally:
             database.dispose()
     of = "" if tenant is not None else f" of {len(tenants)} tenants"
-    console.print(f"queued {queued} tools{of} for embedding")
+    # Without --force a worker skips the tools that already have a vector of its model at
+    # their current version: queued is not the same as re-embedded.
+    skipped = "" if force else " (tools already embedded at their current version are skipped)"
+    console.print(f"queued {queued} tools{of} for embedding{skipped}")
 
 
 @app.command()

@@ -231,9 +231,11 @@ class TestPermissionsAndRoles:
         assert "created role support: orders.read" in ok(
             "role", "create", "support", "--permission", "orders.read"
         )
-        assert "role support: billing.refund, orders.read" in ok(
-            "role", "grant", "support", "billing.refund"
-        )
+        granted = ok("role", "grant", "support", "billing.refund")
+        assert "role support: billing.refund, orders.read" in granted
+        assert "already" not in granted
+        again = ok("role", "grant", "support", "billing.refund")
+        assert "role support: billing.refund, orders.read (it already had it)" in again
         assert re.search(r"support\s+billing.refund, orders.read", ok("role", "list"))
         assert re.search(r"orders.read\s+Read orders", ok("permission", "list"))
         created = ok("key", "create", "--name", "bot", "--role", "support")
@@ -245,6 +247,8 @@ class TestPermissionsAndRoles:
         assert client.post("/v1/select", json=body, headers=headers).status_code == 200
 
         assert "role support: orders.read" in ok("role", "revoke", "support", "billing.refund")
+        noop = ok("role", "revoke", "support", "billing.refund")
+        assert "(it did not have billing.refund)" in " ".join(noop.split())
         ok("permission", "delete", "billing.refund")
         assert "billing.refund" not in ok("permission", "list")
         ok("role", "delete", "support")

@@ -89,8 +89,10 @@ def role_grant(role: str, permission: str, tenant: Tenant, data_dir: DataDir = N
     """Let a role's keys use the tools that require a permission (from their next select)."""
     with tenant_session(tenant, data_dir) as session:
         ids = access.role_ids(session, [role], field="role")
+        before = access.get_role(session, ids[role]).permissions
         view = access.grant(session, ids[role], permission)
-    console.print(f"role {role}: {', '.join(view.permissions)}")
+    said = " (it already had it)" if permission in before else ""
+    console.print(f"role {role}: {', '.join(view.permissions)}{said}")
 
 
 @role_app.command("revoke")
@@ -98,8 +100,10 @@ def role_revoke(role: str, permission: str, tenant: Tenant, data_dir: DataDir = 
     """Take a permission from a role (its keys lose the tools at their next select)."""
     with tenant_session(tenant, data_dir) as session:
         ids = access.role_ids(session, [role], field="role")
+        before = access.get_role(session, ids[role]).permissions
         view = access.revoke(session, ids[role], permission)
-    console.print(f"role {role}: {', '.join(view.permissions) or 'no permissions'}")
+    said = "" if permission in before else f" (it did not have {permission})"
+    console.print(f"role {role}: {', '.join(view.permissions) or 'no permissions'}{said}")
 
 
 @role_app.command("delete")
