@@ -527,19 +527,10 @@ def key_create(
     data_dir: DataDir = None,
 ) -> None:
     """Create an API key and print it (shown once)."""
-    settings = settings_for(data_dir)
     data = valid(KeyCreate, name=name, scope=scope, roles=role or [])
-    with stack.database_url(settings) as url:
-        database = Database(url, pool_size=1)
-        known_tenant(database, tenant)
-        try:
-            with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
-                audit.track(session, audit.Actor("cli"))
-                key = access.create_key(session, tenant, data, pepper=settings.key_pepper)
-        except AppError as error:
-            fail(f"{error.field}: {error.message}" if error.field else error.message)
-        finally:
-            database.dispose()
+    pepper = settings_for(data_dir).key_pepper
+    with tenant_session(tenant, data_dir) as session:
+        key = access.create_key(session, tenant, data, pepper=pepper)
     typer.echo(f"{scope} key (shown once): {key.secret}")
 
 

@@ -106,11 +106,6 @@ class AccessService:
         ).all()
         if in_use := sum(1 for tool in requiring if tool.deleted_at is None):
             raise Conflict(f"permission {permission.name!r} is required by {in_use} tool(s)")
-        # Deleted tools keep the permission they last had, and would hold it forever; a tool
-        # brought back by a write gets the permission that write names.
-        for tool in requiring:
-            tool.required_permission_id = None
-        session.flush()
         # MCP sources give it to the tools they import (and will give it at the next sync).
         sources = session.scalars(
             select(McpSource.name)
@@ -126,6 +121,11 @@ class AccessService:
             raise Conflict(
                 f"permission {permission.name!r} is used by MCP source(s) {', '.join(sources)}"
             )
+        # Deleted tools keep the permission they last had, and would hold it forever; a tool
+        # brought back by a write gets the permission that write names.
+        for tool in requiring:
+            tool.required_permission_id = None
+        session.flush()
         # The grants go first, through the ORM, so the audit log records each of them: the
         # foreign key's cascade would remove them unseen.
         session.execute(delete(RolePermission).where(RolePermission.permission_id == permission.id))

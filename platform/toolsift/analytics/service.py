@@ -223,7 +223,6 @@ class AnalyticsService:
         # A database credential that reads the tenant's queries: in the audit log, like a key.
         audit.record(
             session,
-            UUID(str(tenant_id)),
             table="analyst_login",
             key={"login": login},
             action="update" if existed else "insert",
@@ -243,14 +242,8 @@ class AnalyticsService:
         login = self.analyst_login(session)
         if not session.scalar(text("SELECT analytics.drop_analyst_login()")):
             raise NotFound("this tenant has no analyst login")
-        tenant_id = UUID(str(session.info["tenant_id"]))
         audit.record(
-            session,
-            tenant_id,
-            table="analyst_login",
-            key={"login": login},
-            action="delete",
-            changed=[],
+            session, table="analyst_login", key={"login": login}, action="delete", changed=[]
         )
 
     def maintain_partitions(

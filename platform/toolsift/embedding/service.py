@@ -321,21 +321,23 @@ def embed_jobs(
         rows = session.execute(
             _PENDING, {"tenant_id": tenant_id, "jobs": jobs, "model": model, "reembed": REEMBED}
         ).all()
-    todo = [r for r in rows if r.force or r.embedded_version != r.version]
-    texts = [
-        document_text(r.name, r.title, r.description, r.input_schema, r.examples) for r in todo
-    ]
-    digests = [text_hash(t) for t in texts]
-    unchanged = {
-        i
-        for i, r in enumerate(todo)
-        if not r.force and r.embedded_version is not None and r.embedded_text_hash == digests[i]
-    }
-    carried = [(todo[i], digests[i]) for i in sorted(unchanged)]
-    computing = [i for i in range(len(todo)) if i not in unchanged]
-    todo = [todo[i] for i in computing]
-    texts = [texts[i] for i in computing]
-    digests = [digests[i] for i in computing]
+    # Each tool whose vector is not current either keeps it (same text: carried) or has it
+    # computed; a forced job always computes.
+    carried: list[tuple[Any, bytes]] = []
+    todo: list[Any] = []
+    texts: list[str] = []
+    digests: list[bytes] = []
+    for r in rows:
+        if not r.force and r.embedded_version == r.version:
+            continue
+        document = document_text(r.name, r.title, r.description, r.input_schema, r.examples)
+        digest = text_hash(document)
+        if not r.force and r.embedded_version is not None and r.embedded_text_hash == digest:
+            carried.append((r, digest))
+        else:
+            todo.append(r)
+            texts.append(document)
+            digests.append(digest)
     computed, refused = _embed_isolating(backend, texts)
     failed = {todo[i].id: (todo[i].name, todo[i].version, reason) for i, reason in refused.items()}
     kept = [i for i in range(len(todo)) if i not in refused]

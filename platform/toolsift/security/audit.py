@@ -51,7 +51,6 @@ def track(session: Session, actor: Actor) -> None:
 
 def record(
     session: Session,
-    tenant_id: uuid.UUID,
     *,
     table: str,
     key: dict[str, Any],
@@ -59,12 +58,13 @@ def record(
     changed: list[str],
     after: dict[str, Any] | None = None,
 ) -> None:
-    """An entry for a change no ORM row shows (a database login), chained like the others;
-    nothing when the session is not tracked. `after` is hashed, never stored: leave secrets
-    out of it."""
+    """An entry for a change no ORM row shows (a database login) in the session's tenant,
+    chained like the others; nothing when the session is not tracked. `after` is hashed,
+    never stored: leave secrets out of it."""
     actor: Actor | None = session.info.get(_ACTOR)
     if actor is None:
         return
+    tenant_id = session.info["tenant_id"]
     session.add(_new_entry(actor, tenant_id, table, key, action, changed, None, after))
     session.flush()
 
