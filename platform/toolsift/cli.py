@@ -35,7 +35,8 @@ from .access.service import access
 from .config import Settings, get_settings, libpq_url
 from .db import ALL_PERMISSIONS, Database
 from .embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
-from .embedding.base import get_backend
+from .embedding.base import EmbeddingError, get_backend
+from .embedding.onnx import OnnxBackend
 from .errors import AppError
 from .kit.commands import (
     DataDir,
@@ -216,6 +217,28 @@ def reindex(
     console.print(f"queued {queued} tools{of} for embedding{skipped}")
 
 
+@app.command("prepare-model")
+def prepare_model() -> None:
+    """Build the local embedding model's file into its cache now (an image does this when
+    it is built, so that its containers start without building it)."""
+    settings = get_settings()
+    if settings.embedding_backend != "onnx":
+        fail(f"the {settings.embedding_backend} embedding backend has no local model to prepare")
+    started = time.perf_counter()
+    try:
+        path = _prepared_model(settings)
+    except EmbeddingError as error:
+        fail(str(error))
+    console.print(
+        f"{settings.embedding_onnx_model}: {path} ({time.perf_counter() - started:.1f} s)"
+    )
+
+
+def _prepared_model(settings: Settings) -> Path:
+    model, cache_dir = settings.embedding_onnx_model, settings.embedding_cache_dir
+    return OnnxBackend(model=model, cache_dir=cache_dir).model_path
+
+
 @app.command()
 def beat(
     schedule: Annotated[
@@ -340,6 +363,10 @@ def up(
             state = stack.state_file(settings)
             if demo and not _demo_loaded(database, state):
                 stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
+            interrupts.check()
+            if settings.embedding_backend == "onnx":
+                # Built here once, or the worker and the API would both build it at start.
+                _prepared_model(settings)
             interrupts.check()
             if with_worker:
                 env = {

@@ -76,6 +76,15 @@ class Settings(BaseSettings):
     embedding_dimension: int = 384
     embedding_threads: int = 1
     embedding_batch_size: int = 32
+    # The local model (docs/benchmarks.md, "The default model"): the packaged weights
+    # rebuilt to multiply in int8, or the packaged graph as shipped. Different vectors:
+    # change it as any model change (README, "Embeddings").
+    embedding_onnx_model: Literal["all-MiniLM-L6-v2-int8-dynamic", "all-MiniLM-L6-v2-int8"] = (
+        "all-MiniLM-L6-v2-int8-dynamic"
+    )
+    # Where the default local model's built file is kept; unset: $XDG_CACHE_HOME/toolsift,
+    # else ~/.cache/toolsift.
+    embedding_cache_dir: Path | None = None
     embedding_http_url: str | None = None
     embedding_http_model: str = "all-MiniLM-L6-v2"
     embedding_http_token: str | None = None

@@ -484,3 +484,30 @@ class TestSelect:
         said = " ".join(bad.output.split())
         assert said.startswith("error: HTTP 422: format: Input should be"), said
         assert "{" not in said
+
+
+class TestPrepareModel:
+    def test_builds_the_default_model_into_the_configured_cache(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("TOOLSIFT_EMBEDDING_CACHE_DIR", str(tmp_path))
+        get_settings.cache_clear()
+        try:
+            result = runner.invoke(app, ["prepare-model"])
+        finally:
+            get_settings.cache_clear()
+        assert result.exit_code == 0, result.output
+        (built,) = tmp_path.iterdir()
+        assert built.name.startswith("all-MiniLM-L6-v2-int8-dynamic-")
+        assert built.stat().st_size
+        assert "all-MiniLM-L6-v2-int8-dynamic" in result.output
+
+    def test_refuses_a_backend_without_a_local_model(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("TOOLSIFT_EMBEDDING_BACKEND", "http")
+        get_settings.cache_clear()
+        try:
+            result = runner.invoke(app, ["prepare-model"])
+        finally:
+            get_settings.cache_clear()
+        assert result.exit_code == 2
+        assert "http embedding backend has no local model" in result.output

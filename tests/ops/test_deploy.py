@@ -125,3 +125,15 @@ class TestDockerfile:
         assert re.search(r"^USER (?!root|0)", runtime, re.M)
         assert "COPY --from=build /opt/venv /opt/venv" in runtime
         assert "COPY migrations migrations" in runtime
+
+    def test_the_image_ships_the_built_embedding_model(self) -> None:
+        # Built in the build stage by a real command, read from the same folder at run time.
+        stages = DOCKERFILE.read_text().split("\nFROM ")
+        built = re.search(
+            r"^RUN TOOLSIFT_EMBEDDING_CACHE_DIR=(\S+) /opt/venv/bin/(toolsift .+)$", stages[1], re.M
+        )
+        assert built is not None
+        folder, command = built.groups()
+        _check_cli(command.split())
+        assert f"COPY --from=build {folder} {folder}" in stages[2]
+        assert f"TOOLSIFT_EMBEDDING_CACHE_DIR={folder}" in stages[2]

@@ -120,11 +120,17 @@ def _throughput(
 
 
 def _in_process_rate(texts: list[str], task_tools: int) -> tuple[float, float]:
-    """The same texts through the backend as the worker configures it (one thread, the
-    default batch size), in calls of the worker's task size, no pipeline: the baseline of
-    the ratio. Returns tools per wall second and per CPU second."""
+    """The same texts through the backend as the worker configures it (its model, one
+    thread, the default batch size), in calls of the worker's task size, no pipeline: the
+    baseline of the ratio. Returns tools per wall second and per CPU second."""
     batch = EmbeddingConfig().embedding_batch_size
-    backend = OnnxBackend(threads=1, batch_size=batch)
+    settings = get_settings()
+    backend = OnnxBackend(
+        model=settings.embedding_onnx_model,
+        threads=1,
+        batch_size=batch,
+        cache_dir=settings.embedding_cache_dir,
+    )
     backend.embed(texts[:batch])
     started, started_cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(texts), task_tools):
@@ -299,6 +305,7 @@ def benchmark(options: EmbedOptions, log: Callable[[str], None]) -> dict[str, An
     return {
         "machine": machine(),
         "options": options.__dict__,
+        "model": get_settings().embedding_onnx_model,
         "throughput": throughput,
         "freshness": freshness,
         "targets": [
@@ -321,7 +328,7 @@ def render_embed(result: dict[str, Any], console: Console) -> None:
     """The two measurements and the verdicts, as printed by `toolsift bench embed`."""
     t, f = result["throughput"], result["freshness"]
     workers = result["options"]["stream_workers"]
-    table = Table(title="Embedding pipeline", title_justify="left")
+    table = Table(title=f"Embedding pipeline ({result['model']})", title_justify="left")
     for column in ("figure", "value"):
         table.add_column(column)
     table.add_row("backlog on one worker core", f"{t['tools']:.0f} tools in {t['seconds']:.1f} s")

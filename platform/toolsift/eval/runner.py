@@ -243,10 +243,15 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
             if name == baselines.BM25S:
                 retriever = baselines.Bm25sRetriever(dataset.tools)
             else:
+                from ..config import get_settings
                 from ..embedding.onnx import OnnxBackend
 
                 progress.update(task, description=f"{name} (indexing)")
-                retriever = baselines.DenseRetriever(dataset.tools, OnnxBackend())
+                settings = get_settings()
+                backend = OnnxBackend(
+                    model=settings.embedding_onnx_model, cache_dir=settings.embedding_cache_dir
+                )
+                retriever = baselines.DenseRetriever(dataset.tools, backend)
                 progress.update(task, description=name)
             outcomes = baselines.run(
                 retriever.search, dataset.queries, depth=depth, token_costs=token_costs,
