@@ -15,8 +15,9 @@ product's own pieces:
   so a new document text re-embeds only the texts that changed;
 - fusion is `toolsift.selection.dense.fuse`.
 
-Its BM25 figures equal `toolsift eval`'s; its dense ones differ a little (vectors computed in
-other batches and threads differ in their last bits, and near-ties change order), see
+Its BM25 figures equal `toolsift eval`'s; its dense ones differ a little (the default model
+embeds each text alone, so the vectors are the served ones, but pgvector compares them in
+single precision and this loop in double, and near-ties can order differently), see
 docs/quality.md. It guides choices; the figures of record are the eval command's.
 
     python benchmarks/quality/tune.py /path/to/datasets/* --cache /tmp/toolsift-tune
