@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -52,6 +53,7 @@ from .kit.interrupts import StickyInterrupt
 from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
 from .migrate import ensure_database, upgrade
+from .models import Tenant as TenantRow
 from .security import audit
 from .tenants.schemas import TenantCreate, TenantSummary
 from .tenants.service import tenant as tenant_service
@@ -367,6 +369,12 @@ def up(
             if settings.embedding_backend == "onnx":
                 # Built here once, or the worker and the API would both build it at start.
                 _prepared_model(settings)
+                tools, tenants = reembed_other_models(database, settings.embedding_onnx_model)
+                if tools:
+                    console.print(
+                        f"re-embedding {tools} tools of {tenants} tenants with "
+                        f"{settings.embedding_onnx_model}; their old vectors serve until it is done"
+                    )
             interrupts.check()
             if with_worker:
                 env = {
@@ -424,6 +432,28 @@ def _bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def reembed_other_models(database: Database, model: str) -> tuple[int, int]:
+    """Queue the catalogs of tenants that another model serves: (tools, tenants).
+
+    `up` runs the API and the worker on one model, so after a change of model (a new
+    default, a setting) those tenants would be served by BM25 alone until someone ran
+    `toolsift reindex`. A deployment with separate API and workers changes models by hand
+    (README, "Embeddings"), since the order matters there.
+    """
+    from .embedding import service as embeddings
+
+    tools = tenants = 0
+    for summary in _all_tenants(database):
+        with database.unit_of_work(summary.id, permissions=ALL_PERMISSIONS) as session:
+            served = session.scalar(
+                select(TenantRow.embedding_model).where(TenantRow.id == summary.id)
+            )
+            if served is not None and served != model:
+                tools += embeddings.reindex(session, summary.id)
+                tenants += 1
+    return tools, tenants
 
 
 def _all_tenants(database: Database) -> list[TenantSummary]:

@@ -511,3 +511,35 @@ class TestPrepareModel:
             get_settings.cache_clear()
         assert result.exit_code == 2
         assert "http embedding backend has no local model" in result.output
+
+
+def test_up_queues_the_catalogs_another_model_serves(
+    client: TestClient, database: Database, owner_conn: OwnerConn
+) -> None:
+    from toolsift.cli import reembed_other_models
+    from toolsift.embedding.onnx import DEFAULT_MODEL
+
+    from ..fixtures.factories import embed_pending, new_tenant, tool_body
+
+    upgraded, current, empty = (new_tenant(client, database, n) for n in ("old", "new", "none"))
+    for admin in (upgraded, current):
+        tools = [tool_body(f"tool_{i}", f"does thing {i}") for i in range(3)]
+        admin.ok(admin.put("/admin/v1/tools", {"tools": tools}))
+        embed_pending(database, admin.tenant_id)
+    owner_conn.execute("DELETE FROM outbox")
+    # As a release before the current default left it: vectors and tenant on the old model.
+    for table, column in (("tenants", "embedding_model"), ("tool_embeddings", "model")):
+        key = "id" if table == "tenants" else "tenant_id"
+        owner_conn.execute(
+            f"UPDATE {table} SET {column} = 'all-MiniLM-L6-v2-int8' WHERE {key} = %s",
+            (upgraded.tenant_id,),
+        )
+    assert reembed_other_models(database, DEFAULT_MODEL) == (3, 1)
+    queued = owner_conn.execute("SELECT tenant_id, count(*) FROM outbox GROUP BY 1").fetchall()
+    assert queued == [(upgraded.tenant_id, 3)]
+    assert embed_pending(database, upgraded.tenant_id) == 3
+    served = owner_conn.execute(
+        "SELECT embedding_model FROM tenants WHERE id = %s", (upgraded.tenant_id,)
+    ).fetchone()
+    assert served == (DEFAULT_MODEL,)
+    assert empty.tenant_id not in {row[0] for row in queued}
