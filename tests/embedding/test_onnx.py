@@ -217,3 +217,17 @@ def test_import_is_light() -> None:
         "assert 'onnxruntime' not in sys.modules and 'tokenizers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_build_is_silent_and_leaves_the_process_logging_as_it_was(tmp_path: Path) -> None:
+    # The quantiser's `logging.warning` installs a root handler in a process that has none
+    # (every later line of the API would print twice), and both tools log advice.
+    code = (
+        "import logging; from pathlib import Path; from toolsift.embedding.onnx import OnnxBackend;"
+        f"OnnxBackend(cache_dir=Path({str(tmp_path)!r})).model_path;"
+        "assert logging.getLogger().handlers == [], logging.getLogger().handlers"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert len(list(tmp_path.iterdir())) == 1

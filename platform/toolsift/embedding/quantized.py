@@ -160,11 +160,14 @@ class _DropBuildChatter(logging.Filter):
 def _quiet(optimiser_dir: Path) -> Iterator[None]:
     """Silence the advice the quantiser and the optimiser log for other models' pipelines.
 
-    The quantiser logs through the root logger; each optimiser module through a logger
+    The quantiser logs through the root logger with `logging.warning`, which installs a
+    stderr handler on a root that has none: that handler is removed again, or every later
+    log line of the process would print twice. Each optimiser module logs through a logger
     named after the bare module (`fusion_base`, `onnx_model`, ...).
     """
     chatter = _DropBuildChatter()
     root = logging.getLogger()
+    handlers = list(root.handlers)
     loggers = [logging.getLogger(path.stem) for path in optimiser_dir.glob("*.py")]
     levels = [logger.level for logger in loggers]
     root.addFilter(chatter)
@@ -174,5 +177,8 @@ def _quiet(optimiser_dir: Path) -> Iterator[None]:
         yield
     finally:
         root.removeFilter(chatter)
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
