@@ -61,7 +61,8 @@ def test_add_list_sync_review_approve(server: LiveServer, owner_conn: Any) -> No
     assert digest, review
     assert "secrets in description" in review
     stale = run("mcp", "approve", "srv_add", *t, "--hash", "0" * 64, code=2)
-    assert "definition changed" in stale
+    assert "not the hash of the current definition" in stale
+    assert "mistyped" in stale
     malformed = run("mcp", "approve", "srv_add", *t, "--hash", "abc", code=2)
     assert "64 lowercase hex digits" in malformed
     assert "approved" in run("mcp", "approve", "srv_add", *t, "--hash", digest[1])
@@ -114,3 +115,23 @@ def test_syncing_a_disabled_source_says_so(server: LiveServer, owner_conn: Any) 
     run("mcp", "add", "srv", *t, "--url", server.url)
     owner_conn.execute("UPDATE mcp_sources SET enabled = false WHERE name = 'srv'")
     assert "source srv is disabled; enable it first" in run("mcp", "sync", "srv", *t, code=2)
+
+
+@pytest.mark.usefixtures("env")
+def test_an_unknown_tenant_is_named_not_an_empty_answer() -> None:
+    unknown = "00000000-0000-4000-8000-000000000000"
+    for command in (["list"], ["review"], ["sync", "srv"]):
+        said = run("mcp", *command, "--tenant", unknown, code=2)
+        assert f"no tenant {unknown}" in said, command
+
+
+@pytest.mark.usefixtures("env")
+def test_every_command_takes_the_data_dir_like_the_others(tmp_path: Any) -> None:
+    tenant = re.search(r"tenant ([0-9a-f-]{36})", run("tenant", "create", "acme"))
+    assert tenant
+    # With DATABASE_URL set the data dir is not used, but the option must parse everywhere.
+    t = ["--tenant", tenant[1], "--data-dir", str(tmp_path)]
+    assert "nothing to review" in run("mcp", "review", *t)
+    run("mcp", "list", *t)
+    for command in ("add", "sync", "approve", "reject", "listen"):
+        assert "--data-dir" in run("mcp", command, "--help"), command

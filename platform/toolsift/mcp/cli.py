@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 from uuid import UUID
 
@@ -24,10 +25,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import stack
-from ..config import Settings, get_settings
+from ..config import Settings
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError
-from ..kit.commands import err, fail, valid
+from ..kit.commands import DataDir, err, fail, known_tenant, settings_for, valid
 from ..models import McpSource, Tool
 from ..security import audit
 from .listener import OnChange
@@ -41,10 +42,12 @@ Tenant = Annotated[UUID, typer.Option(help="Tenant id.")]
 
 
 @contextmanager
-def _database() -> Iterator[Database]:
-    with stack.database_url(get_settings()) as url:
+def _database(settings: Settings, tenant: UUID | None) -> Iterator[Database]:
+    with stack.database_url(settings) as url:
         database = Database(url, pool_size=2)
         try:
+            if tenant is not None:
+                known_tenant(database, tenant)
             yield database
         except AppError as error:
             fail(f"{error.field}: {error.message}" if error.field else error.message)
@@ -95,6 +98,7 @@ def add(
         str | None, typer.Option(help="Permission the source's tools require.")
     ] = None,
     sync: Annotated[bool, typer.Option("--sync/--no-sync", help="Sync right away.")] = True,
+    data_dir: DataDir = None,
 ) -> None:
     """Register an MCP server as a source of tools."""
     headers = {}
@@ -115,8 +119,8 @@ def add(
         prefix=prefix,
         default_permission=permission,
     )
-    settings = get_settings()
-    with _database() as database:
+    settings = settings_for(data_dir)
+    with _database(settings, tenant) as database:
         with _session(database, tenant) as session:
             source = mcp.create(session, tenant, data, settings=settings)
         console.print(f"source [bold]{source.id}[/bold] ({source.name}), prefix {source.prefix!r}")
@@ -130,9 +134,12 @@ def add(
 
 
 @app.command("list")
-def list_sources(tenant: Tenant) -> None:
+def list_sources(tenant: Tenant, data_dir: DataDir = None) -> None:
     """Sources with their health, last error and tools held for review."""
-    with _database() as database, _session(database, tenant) as session:
+    with (
+        _database(settings_for(data_dir), tenant) as database,
+        _session(database, tenant) as session,
+    ):
         sources = mcp.read(session, mcp.list_sources(session))
     table = Table("id", "name", "transport", "health", "tools", "held", "last synced", "error")
     for s in sources:
@@ -150,9 +157,14 @@ def list_sources(tenant: Tenant) -> None:
 
 
 @app.command("sync")
-def sync(source: Annotated[str, typer.Argument(help="Source name or id.")], tenant: Tenant) -> None:
+def sync(
+    source: Annotated[str, typer.Argument(help="Source name or id.")],
+    tenant: Tenant,
+    data_dir: DataDir = None,
+) -> None:
     """Sync a source now."""
-    with _database() as database:
+    settings = settings_for(data_dir)
+    with _database(settings, tenant) as database:
         with _session(database, tenant) as session:
             found = _source(session, source)
             source_id, enabled = found.id, found.enabled
@@ -160,7 +172,7 @@ def sync(source: Annotated[str, typer.Argument(help="Source name or id.")], tena
             err.print(f"source {source} is disabled; enable it first")
             raise typer.Exit(2)
         result = sync_source(
-            database, tenant, source_id, settings=get_settings(), actor=audit.Actor("cli")
+            database, tenant, source_id, settings=settings, actor=audit.Actor("cli")
         )
     _print_sync(result)
     if result.status == "failed":
@@ -179,9 +191,12 @@ def _print_sync(result: object) -> None:
 
 
 @app.command("review")
-def review(tenant: Tenant) -> None:
+def review(tenant: Tenant, data_dir: DataDir = None) -> None:
     """Tools held for review, with why they were flagged and the hash to approve."""
-    with _database() as database, _session(database, tenant) as session:
+    with (
+        _database(settings_for(data_dir), tenant) as database,
+        _session(database, tenant) as session,
+    ):
         rows = mcp.read_tools(session, mcp.list_tools(session, source_id=None, state="held"))
     if not rows:
         console.print("nothing to review")
@@ -194,8 +209,13 @@ def review(tenant: Tenant) -> None:
         console.print(json.dumps(row.definition, indent=2, ensure_ascii=True)[:4000])
 
 
-def _decide(tool: str, tenant: UUID, definition_hash: str, approve: bool) -> None:
-    with _database() as database, _session(database, tenant) as session:
+def _decide(
+    tool: str, tenant: UUID, definition_hash: str, approve: bool, data_dir: Path | None
+) -> None:
+    with (
+        _database(settings_for(data_dir), tenant) as database,
+        _session(database, tenant) as session,
+    ):
         try:
             tool_id = UUID(tool)
         except ValueError:
@@ -225,9 +245,10 @@ def approve(
     tool: Annotated[str, typer.Argument(help="Registry tool name or id.")],
     tenant: Tenant,
     definition_hash: Hash,
+    data_dir: DataDir = None,
 ) -> None:
     """Serve a held tool; its hash is pinned, so a later change holds it again."""
-    _decide(tool, tenant, definition_hash, approve=True)
+    _decide(tool, tenant, definition_hash, approve=True, data_dir=data_dir)
 
 
 @app.command("reject")
@@ -235,9 +256,10 @@ def reject(
     tool: Annotated[str, typer.Argument(help="Registry tool name or id.")],
     tenant: Tenant,
     definition_hash: Hash,
+    data_dir: DataDir = None,
 ) -> None:
     """Keep a held tool out of the registry until the server changes it."""
-    _decide(tool, tenant, definition_hash, approve=False)
+    _decide(tool, tenant, definition_hash, approve=False, data_dir=data_dir)
 
 
 def change_handler(database: Database, settings: Settings, *, inline: bool) -> OnChange:
@@ -281,13 +303,14 @@ def listen(
         bool, typer.Option(help="Sync in this process instead of queueing mcp.sync tasks.")
     ] = False,
     refresh: Annotated[float, typer.Option(help="Seconds between source list reads.")] = 30.0,
+    data_dir: DataDir = None,
 ) -> None:
     """Hold sessions to the sources' servers and sync on tools-list-changed (run one;
     `toolsift up` runs it already)."""
     from .listener import supervise
 
-    settings = get_settings()
-    with _database() as database:
+    settings = settings_for(data_dir)
+    with _database(settings, None) as database:
         on_change = change_handler(database, settings, inline=inline)
         console.print("listening for tools-list-changed (Ctrl-C stops)")
         anyio.run(lambda: supervise(database, on_change, settings=settings, refresh=refresh))

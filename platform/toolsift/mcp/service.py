@@ -345,7 +345,8 @@ class McpService:
         row = self.get_tool(session, tool_id)
         if row.definition_hash != definition_hash:
             raise Conflict(
-                "the definition changed since it was reviewed; review the current one",
+                "definition_hash is not the hash of the current definition: the server changed"
+                " it since it was reviewed, or the hash is mistyped; review the current one",
                 field="definition_hash",
             )
         row.review_state = state
