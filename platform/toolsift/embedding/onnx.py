@@ -68,6 +68,7 @@ class _Runtime:
 
 _runtimes: dict[tuple[int, Path, int], _Runtime] = {}
 _runtimes_lock = threading.Lock()
+_prepare_lock = threading.Lock()
 
 
 def _sha256(path: Path) -> str:
@@ -180,9 +181,13 @@ class OnnxBackend:
             if self.model == DYNAMIC_MODEL:
                 from . import quantized
 
-                self._model_path = quantized.prepare(
-                    self.model, default_model_path(), MODEL_SHA256, self.cache_dir
-                )
+                # One build per process: the API's warm-up and its first select would
+                # otherwise both spend the seconds of a build on a cold cache.
+                with _prepare_lock:
+                    path = quantized.prepare(
+                        self.model, default_model_path(), MODEL_SHA256, self.cache_dir
+                    )
+                self._model_path = path
             else:
                 self._model_path = default_model_path()
         return self._model_path
