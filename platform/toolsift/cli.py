@@ -227,18 +227,13 @@ def prepare_model() -> None:
     if settings.embedding_backend != "onnx":
         fail(f"the {settings.embedding_backend} embedding backend has no local model to prepare")
     started = time.perf_counter()
+    model, cache_dir = settings.embedding_onnx_model, settings.embedding_cache_dir
     try:
-        path = _prepared_model(settings)
+        path = OnnxBackend(model=model, cache_dir=cache_dir).prepare(private_fallback=False)
+        OnnxBackend(model=model, model_path=path).warm_up()  # it loads and embeds
     except EmbeddingError as error:
         fail(str(error))
-    console.print(
-        f"{settings.embedding_onnx_model}: {path} ({time.perf_counter() - started:.1f} s)"
-    )
-
-
-def _prepared_model(settings: Settings) -> Path:
-    model, cache_dir = settings.embedding_onnx_model, settings.embedding_cache_dir
-    return OnnxBackend(model=model, cache_dir=cache_dir).model_path
+    console.print(f"{model}: {path} ({time.perf_counter() - started:.1f} s)")
 
 
 @app.command()
@@ -367,13 +362,14 @@ def up(
                 stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
             interrupts.check()
             if settings.embedding_backend == "onnx":
+                model, cache_dir = settings.embedding_onnx_model, settings.embedding_cache_dir
                 # Built here once, or the worker and the API would both build it at start.
-                _prepared_model(settings)
-                tools, tenants = reembed_other_models(database, settings.embedding_onnx_model)
+                OnnxBackend(model=model, cache_dir=cache_dir).prepare()
+                tools, tenants = reembed_other_models(database, model)
                 if tools:
                     console.print(
-                        f"re-embedding {tools} tools of {tenants} tenants with "
-                        f"{settings.embedding_onnx_model}; their old vectors serve until it is done"
+                        f"re-embedding {tools} tools of {tenants} tenants with {model}; "
+                        "BM25 serves them alone until the new vectors cover their catalogs"
                     )
             interrupts.check()
             if with_worker:
@@ -451,8 +447,8 @@ def reembed_other_models(database: Database, model: str) -> tuple[int, int]:
                 select(TenantRow.embedding_model).where(TenantRow.id == summary.id)
             )
             if served is not None and served != model:
-                tools += embeddings.reindex(session, summary.id)
-                tenants += 1
+                queued = embeddings.reindex(session, summary.id, missing_in=model)
+                tools, tenants = tools + queued, tenants + (queued > 0)
     return tools, tenants
 
 

@@ -497,10 +497,24 @@ class TestPrepareModel:
         finally:
             get_settings.cache_clear()
         assert result.exit_code == 0, result.output
-        (built,) = tmp_path.iterdir()
+        (built,) = tmp_path.glob("*.onnx")
         assert built.name.startswith("all-MiniLM-L6-v2-int8-dynamic-")
         assert built.stat().st_size
         assert "all-MiniLM-L6-v2-int8-dynamic" in result.output
+
+    def test_fails_when_the_cache_cannot_be_written(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # An image build must stop here, not carry on with a copy deleted at exit.
+        (tmp_path / "file").write_text("")
+        monkeypatch.setenv("TOOLSIFT_EMBEDDING_CACHE_DIR", str(tmp_path / "file" / "cache"))
+        get_settings.cache_clear()
+        try:
+            result = runner.invoke(app, ["prepare-model"])
+        finally:
+            get_settings.cache_clear()
+        assert result.exit_code == 2, result.output
+        assert "TOOLSIFT_EMBEDDING_CACHE_DIR" in result.output
 
     def test_refuses_a_backend_without_a_local_model(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("TOOLSIFT_EMBEDDING_BACKEND", "http")
@@ -535,6 +549,8 @@ def test_up_queues_the_catalogs_another_model_serves(
             (upgraded.tenant_id,),
         )
     assert reembed_other_models(database, DEFAULT_MODEL) == (3, 1)
+    # `up` again before the worker got to them: nothing is queued twice.
+    assert reembed_other_models(database, DEFAULT_MODEL) == (0, 0)
     queued = owner_conn.execute("SELECT tenant_id, count(*) FROM outbox GROUP BY 1").fetchall()
     assert queued == [(upgraded.tenant_id, 3)]
     assert embed_pending(database, upgraded.tenant_id) == 3

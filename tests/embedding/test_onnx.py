@@ -175,7 +175,9 @@ def test_the_default_model_is_built_once_into_the_cache(tmp_path: Path) -> None:
     path = first.model_path
     assert path.parent == tmp_path
     assert path.name.startswith(DYNAMIC_MODEL)
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no partial file left
+    # The file and its digest, no partial file left; readable by the user an image runs as.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, f"{path.name}.sha256"]
+    assert path.stat().st_mode & 0o777 == 0o644
     built_at = path.stat().st_mtime_ns
     again = OnnxBackend(cache_dir=tmp_path)
     assert again.model_path == path
@@ -230,4 +232,39 @@ def test_a_build_is_silent_and_leaves_the_process_logging_as_it_was(tmp_path: Pa
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
-    assert len(list(tmp_path.iterdir())) == 1
+    assert len(list(tmp_path.glob("*.onnx"))) == 1
+
+
+def test_a_damaged_cached_file_is_built_again(tmp_path: Path) -> None:
+    path = OnnxBackend(cache_dir=tmp_path).model_path
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    again = OnnxBackend(cache_dir=tmp_path)
+    assert again.model_path == path
+    assert path.read_bytes() == whole
+    assert again.embed(["refund an order"]) == OnnxBackend().embed(["refund an order"])
+
+
+def test_an_unloadable_model_is_an_embedding_error(tmp_path: Path) -> None:
+    # Not onnxruntime's own exception: callers fall back to BM25 on EmbeddingError only.
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    with pytest.raises(EmbeddingError, match="cannot load the embedding model"):
+        OnnxBackend(model_path=broken).embed(["x"])
+
+
+def test_a_strict_prepare_refuses_a_cache_it_cannot_write(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    backend = OnnxBackend(cache_dir=blocker / "cache")
+    with pytest.raises(EmbeddingError, match="TOOLSIFT_EMBEDDING_CACHE_DIR"):
+        backend.prepare(private_fallback=False)
+
+
+def test_a_relative_xdg_cache_home_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolsift.embedding.quantized import default_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert default_cache_dir() == Path.home() / ".cache" / "toolsift"
+    monkeypatch.setenv("XDG_CACHE_HOME", "/srv/cache")
+    assert default_cache_dir() == Path("/srv/cache/toolsift")

@@ -103,9 +103,12 @@ def _load(model_path: Path, threads: int) -> _Runtime:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # onnxruntime's INFO/WARNING chatter goes to stderr; keep errors only.
     options.log_severity_level = 3
-    session = ort.InferenceSession(
-        str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
+    try:
+        session = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime's own types: unreadable, truncated, not a model
+        raise EmbeddingError(f"cannot load the embedding model {model_path}: {exc}") from exc
     names = frozenset(i.name for i in session.get_inputs())
     if not {"input_ids", "attention_mask"} <= names:
         raise EmbeddingError(f"unexpected model inputs {sorted(names)}")
@@ -178,19 +181,26 @@ class OnnxBackend:
     def model_path(self) -> Path:
         """The file this backend runs; the default model's is built on first call."""
         if self._model_path is None:
-            if self.model == DYNAMIC_MODEL:
-                from . import quantized
-
-                # One build per process: the API's warm-up and its first select would
-                # otherwise both spend the seconds of a build on a cold cache.
-                with _prepare_lock:
-                    path = quantized.prepare(
-                        self.model, default_model_path(), MODEL_SHA256, self.cache_dir
-                    )
-                self._model_path = path
-            else:
-                self._model_path = default_model_path()
+            self._model_path = self.prepare()
         return self._model_path
+
+    def prepare(self, *, private_fallback: bool = True) -> Path:
+        """Find or build the model's file. Without `private_fallback`, a cache folder that
+        cannot be written is an `EmbeddingError` instead of a build for this process only."""
+        if self._model_path is not None or self.model != DYNAMIC_MODEL:
+            return self._model_path or default_model_path()
+        from . import quantized
+
+        # One build per process: the API's warm-up and its first select would otherwise
+        # both spend the seconds of a build on a cold cache.
+        with _prepare_lock:
+            return quantized.prepare(
+                self.model,
+                default_model_path(),
+                MODEL_SHA256,
+                self.cache_dir,
+                private_fallback=private_fallback,
+            )
 
     def __repr__(self) -> str:
         return (

@@ -5,31 +5,35 @@ products. This module builds, from that same file and with nothing downloaded, a
 whose MatMuls multiply int8 by int8: ONNX Runtime folds the packaged graph, its
 transformer optimiser fuses the layer norms and GELUs, and dynamic quantisation gives
 every MatMul and the embedding tables int8 weights (one scale per output channel), with
-each run's activations quantised to uint8 as they come. On one core that is 2.0-2.2x the
+each run's activations quantised to uint8 as they come. On one core that is 2.2x the
 packaged model with VNNI, at a worst cosine of 0.99 against the fp32 reference
 (docs/benchmarks.md, "The default model").
 
 A run's activations share one scale, so a text's vector would depend on its batch
 neighbours: the backend runs one text at a time with this model (`OnnxBackend.plan`).
 
-Building takes a few seconds and needs the `onnx` package, so the file is built once and
-kept in a cache folder: `TOOLSIFT_EMBEDDING_CACHE_DIR`, else `$XDG_CACHE_HOME/toolsift`,
-else `~/.cache/toolsift`. Its name carries the source file's hash, the recipe and the
-versions of the tools that built it, so an upgrade builds a new file rather than reusing
-a stale one. A folder that cannot be written falls back to a private temporary folder for
-the life of the process (and a warning): slower starts, same vectors.
+Building takes a few seconds and needs the `onnx` package, so the file is built once, in a
+child process (the build's memory and its libraries' logging leave with it), and kept in a
+cache folder: `TOOLSIFT_EMBEDDING_CACHE_DIR`, else `$XDG_CACHE_HOME/toolsift`, else
+`~/.cache/toolsift`. Its name carries the source file's hash, the recipe and the versions
+of the tools that built it, so an upgrade builds a new file rather than reusing a stale
+one; a SHA-256 kept beside it catches a damaged or unreadable file, which is built again.
+A folder that cannot be written falls back to a private temporary folder for the life of
+the process (and a warning): slower starts, same vectors.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -42,14 +46,20 @@ RECIPE = 1
 # all-MiniLM-L6-v2's shape, for the transformer optimiser's fusions.
 _HEADS = 12
 _HIDDEN = 384
+# A partial file this old was left by a build that was killed.
+_STALE_PARTIAL_SECONDS = 600
 
 _private_dirs: list[str] = []
 
 
 def default_cache_dir() -> Path:
-    """Where built model files are kept unless `TOOLSIFT_EMBEDDING_CACHE_DIR` says otherwise."""
+    """Where built model files are kept unless `TOOLSIFT_EMBEDDING_CACHE_DIR` says otherwise.
+
+    A relative `XDG_CACHE_HOME` is ignored, as the XDG specification asks.
+    """
     base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "toolsift"
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
+    return root / "toolsift"
 
 
 def file_name(model: str, source_sha256: str) -> str:
@@ -58,36 +68,95 @@ def file_name(model: str, source_sha256: str) -> str:
     return f"{model}-{source_sha256[:16]}-r{RECIPE}-{tools}.onnx"
 
 
-def prepare(model: str, source: Path, source_sha256: str, cache_dir: Path | None = None) -> Path:
-    """The built file for `source`, building it into the cache first if it is not there.
+def prepare(
+    model: str,
+    source: Path,
+    source_sha256: str,
+    cache_dir: Path | None = None,
+    *,
+    private_fallback: bool = True,
+) -> Path:
+    """The built file for `source`, building it into the cache first if it is not there
+    intact. Without `private_fallback`, a cache that cannot be written is an error.
 
     Two processes that build at once each write a file of their own and rename it into
     place; both files are the same bytes, so whichever rename lands last is as good.
     """
     try:
-        folder = cache_dir or default_cache_dir()
+        folder = cache_dir.expanduser() if cache_dir else default_cache_dir()
     except RuntimeError as error:  # no home directory to put a cache in
-        return _build_private(model, source, error)
+        return _build_private(model, source, error, None, private_fallback)
     target = folder / file_name(model, source_sha256)
-    if target.is_file():
+    if _intact(target):
         return target
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        _remove_stale_partials(folder)
         fd, partial = tempfile.mkstemp(dir=folder, prefix=".building-", suffix=".onnx")
     except OSError as error:
-        return _build_private(model, source, error, folder)
+        return _build_private(model, source, error, folder, private_fallback)
     os.close(fd)
     try:
         _build(source, Path(partial), model)
+        # mkstemp made it private; an image builds as root and serves as another user.
+        os.chmod(partial, 0o644)
+        digest = _sha256(Path(partial))
         os.replace(partial, target)
+        _write_digest(target, digest)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
     return target
 
 
-def _build_private(model: str, source: Path, error: Exception, folder: Path | None = None) -> Path:
+def _digest_path(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _intact(target: Path) -> bool:
+    """The file is there, readable, and the bytes its build wrote (about 20 ms)."""
+    try:
+        return _digest_path(target).read_text().strip() == _sha256(target)
+    except OSError:
+        return False
+
+
+def _write_digest(target: Path, digest: str) -> None:
+    fd, partial = tempfile.mkstemp(dir=target.parent, prefix=".building-", suffix=".sha256")
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(digest + "\n")
+        os.chmod(partial, 0o644)
+        os.replace(partial, _digest_path(target))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+
+
+def _remove_stale_partials(folder: Path) -> None:
+    cutoff = time.time() - _STALE_PARTIAL_SECONDS
+    for partial in folder.glob(".building-*"):
+        with contextlib.suppress(OSError):
+            if partial.stat().st_mtime < cutoff:
+                partial.unlink()
+
+
+def _build_private(
+    model: str, source: Path, error: Exception, folder: Path | None, allowed: bool
+) -> Path:
     where = f"the cache folder {folder}" if folder else "a cache folder"
+    if not allowed:
+        raise EmbeddingError(
+            f"cannot use {where} ({error}); set TOOLSIFT_EMBEDDING_CACHE_DIR to a writable folder"
+        ) from error
     _log.warning(
         "cannot use %s (%s); building %s for this process only "
         "(set TOOLSIFT_EMBEDDING_CACHE_DIR to a writable folder)",
@@ -108,6 +177,24 @@ def _remove_private_dirs() -> None:
 
 
 def _build(source: Path, target: Path, model: str) -> None:
+    """Run the build in a child process: it peaks at about 600 MB and leaves about 200 MB
+    behind, and the quantiser installs a root log handler; neither should stay in an API
+    or worker process for its lifetime."""
+    started = time.perf_counter()
+    child = subprocess.run(
+        [sys.executable, "-m", __name__, str(source), str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if child.returncode != 0:
+        lines = child.stderr.strip().splitlines() or [f"exit status {child.returncode}"]
+        raise EmbeddingError(f"building {model} failed: {lines[-1]}")
+    _log.info("built %s in %.1f s", model, time.perf_counter() - started)
+
+
+def build(source: Path, target: Path) -> None:
+    """The build itself, in this process (the child's side of `_build`)."""
     try:
         import onnxruntime as ort  # type: ignore[import-untyped]
         from onnxruntime.quantization import (  # type: ignore[import-untyped]
@@ -121,10 +208,8 @@ def _build(source: Path, target: Path, model: str) -> None:
             optimize_model,
         )
     except ModuleNotFoundError as exc:
-        raise EmbeddingError(f"building {model} needs the onnx package ({exc})") from exc
-    started = time.perf_counter()
-    optimiser_dir = Path(optimize_model.__code__.co_filename).parent
-    with tempfile.TemporaryDirectory(prefix="toolsift-build-") as scratch, _quiet(optimiser_dir):
+        raise EmbeddingError(f"the build needs the onnx package ({exc})") from exc
+    with tempfile.TemporaryDirectory(prefix="toolsift-build-") as scratch:
         folded = Path(scratch) / "folded.onnx"
         options = ort.SessionOptions()
         # Basic level only: constant folding turns the packaged DequantizeLinear weights
@@ -148,37 +233,12 @@ def _build(source: Path, target: Path, model: str) -> None:
             weight_type=QuantType.QInt8,
             per_channel=True,
         )
-    _log.info("built %s in %.1f s", model, time.perf_counter() - started)
 
 
-class _DropBuildChatter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
-
-
-@contextlib.contextmanager
-def _quiet(optimiser_dir: Path) -> Iterator[None]:
-    """Silence the advice the quantiser and the optimiser log for other models' pipelines.
-
-    The quantiser logs through the root logger with `logging.warning`, which installs a
-    stderr handler on a root that has none: that handler is removed again, or every later
-    log line of the process would print twice. Each optimiser module logs through a logger
-    named after the bare module (`fusion_base`, `onnx_model`, ...).
-    """
-    chatter = _DropBuildChatter()
-    root = logging.getLogger()
-    handlers = list(root.handlers)
-    loggers = [logging.getLogger(path.stem) for path in optimiser_dir.glob("*.py")]
-    levels = [logger.level for logger in loggers]
-    root.addFilter(chatter)
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
+if __name__ == "__main__":
+    # Both tools log advice meant for other models' pipelines; errors still show.
+    logging.disable(logging.WARNING)
     try:
-        yield
-    finally:
-        root.removeFilter(chatter)
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
+        build(Path(sys.argv[1]), Path(sys.argv[2]))
+    except EmbeddingError as error:
+        sys.exit(str(error))

@@ -567,15 +567,27 @@ def status(session: Session, tenant_id: UUID) -> EmbeddingStatus:
     )
 
 
-def reindex(session: Session, tenant_id: UUID, *, force: bool = False) -> int:
-    """Queue every live tool; without `force` the task skips vectors already current."""
+def reindex(
+    session: Session, tenant_id: UUID, *, force: bool = False, missing_in: str | None = None
+) -> int:
+    """Queue every live tool; without `force` the task skips vectors already current.
+
+    `missing_in` queues only the tools without a vector of that model at their version and
+    without a job already queued, so that repeating a model change's reindex (every `up`
+    until the change is done) does not queue the whole catalog again.
+    """
     rows = session.execute(
         text(
             "INSERT INTO outbox (tenant_id, id, kind, tool_id, version, attempts)"
-            " SELECT tenant_id, gen_random_uuid(), :kind, id, version, 0 FROM tools"
-            " WHERE tenant_id = :tenant_id AND deleted_at IS NULL"
+            " SELECT t.tenant_id, gen_random_uuid(), :kind, t.id, t.version, 0 FROM tools t"
+            " WHERE t.tenant_id = :tenant_id AND t.deleted_at IS NULL"
+            "   AND (CAST(:model AS text) IS NULL OR (NOT EXISTS ("
+            "     SELECT 1 FROM tool_embeddings e WHERE e.tenant_id = t.tenant_id"
+            "       AND e.tool_id = t.id AND e.model = :model AND e.version = t.version)"
+            "   AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.tenant_id = t.tenant_id"
+            "       AND o.tool_id = t.id AND o.version = t.version)))"
         ),
-        {"tenant_id": tenant_id, "kind": REEMBED if force else EMBED},
+        {"tenant_id": tenant_id, "kind": REEMBED if force else EMBED, "model": missing_in},
     )
     return _rowcount(rows)
 
