@@ -21,6 +21,7 @@ from uuid import UUID
 import httpx
 import psycopg
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -874,7 +875,7 @@ def eval_command(
     from .eval import dataset as eval_dataset
     from .eval.client import ApiError
     from .eval.report import write
-    from .eval.runner import Options, evaluate
+    from .eval.runner import Options, check, evaluate
 
     try:
         ks = sorted({int(v) for v in _csv(k, "k")})
@@ -885,16 +886,6 @@ def eval_command(
     # The report writes its own queries.jsonl: never into the dataset it reads.
     if out is not None and out.resolve() == dataset_dir.resolve():
         raise typer.BadParameter("--out must not be the dataset's folder (it would be overwritten)")
-    try:
-        data = eval_dataset.load(dataset_dir)
-    except eval_dataset.NoQueries as skipped:
-        console.print(f"[yellow]skipped:[/yellow] {skipped}")
-        return
-    except eval_dataset.DatasetError as error:
-        fail(str(error))
-    for repair in data.repairs:
-        err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
-    data = data.sample(queries)
     chosen = [] if baselines.strip() == "none" else _csv(baselines, "baseline")
     options = Options(
         modes=_csv(modes, "mode"),
@@ -906,6 +897,20 @@ def eval_command(
         concurrency=concurrency,
         embed_timeout=embed_timeout,
     )
+    try:
+        check(options)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    try:
+        data = eval_dataset.load(dataset_dir)
+    except eval_dataset.NoQueries as skipped:
+        console.print(f"[yellow]skipped:[/yellow] {skipped}")
+        return
+    except eval_dataset.DatasetError as error:
+        fail(str(error))
+    for repair in data.repairs:
+        err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
+    data = data.sample(queries)
     console.print(f"{data.name}: {len(data.tools)} tools, {len(data.queries)} queries")
     try:
         evaluation = evaluate(data, options, console)
@@ -933,6 +938,14 @@ def main() -> None:
     through SQLAlchemy and psycopg (any command may be the first to reach it)."""
     try:
         app()
+    except ValidationError as error:
+        if error.title != Settings.__name__:
+            raise
+        # A setting from the environment (or .env): name the variable, not a traceback.
+        for problem in error.errors():
+            variable = "TOOLSIFT_" + "_".join(str(p) for p in problem["loc"]).upper()
+            err.print(f"[red]error:[/red] {variable}: {problem['msg']}", highlight=False)
+        raise SystemExit(2) from None
     except (OperationalError, psycopg.OperationalError) as error:
         cause = error.orig if isinstance(error, OperationalError) else error
         lines = str(cause).strip().splitlines() or [type(cause).__name__]

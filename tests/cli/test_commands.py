@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
@@ -559,3 +562,20 @@ def test_up_queues_the_catalogs_another_model_serves(
     ).fetchone()
     assert served == (DEFAULT_MODEL,)
     assert empty.tenant_id not in {row[0] for row in queued}
+
+
+def test_a_bad_setting_is_one_line_naming_the_variable() -> None:
+    env = {**os.environ, "TOOLSIFT_EMBEDDING_ONNX_MODEL": "minilm"}
+    run = subprocess.run(
+        [sys.executable, "-m", "toolsift.cli", "prepare-model"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "TOOLSIFT_EMBEDDING_ONNX_MODEL: Input should be" in " ".join(run.stderr.split())
+    assert "Traceback" not in run.stderr
+
+
+def test_eval_refuses_an_unknown_mode_before_reading_the_dataset(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", str(tmp_path / "absent"), "--modes", "bm25,fuzzy"])
+    assert result.exit_code == 2
+    assert "unknown mode 'fuzzy'" in result.output

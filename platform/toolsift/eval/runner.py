@@ -180,14 +180,21 @@ def _select_all(
     return outcomes
 
 
-def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation:
-    """Everything for one dataset; every server started here is stopped before returning."""
+def check(options: Options) -> None:
+    """Refuse unknown modes and baselines before anything is loaded or started."""
     for mode in options.modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; use some of {', '.join(MODES)}")
     for name in options.baselines:
         if name not in baselines.BASELINES:
-            raise ValueError(f"unknown baseline {name!r}")
+            raise ValueError(
+                f"unknown baseline {name!r}; use some of {', '.join(baselines.BASELINES)}"
+            )
+
+
+def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation:
+    """Everything for one dataset; every server started here is stopped before returning."""
+    check(options)
     # nDCG@10 needs ten ranks whatever the largest k asked for.
     depth = max(*options.ks, NDCG_DEPTH)
     embeddings = bool(EMBEDDING_MODES & set(options.modes))
