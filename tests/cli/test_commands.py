@@ -553,6 +553,11 @@ def test_up_queues_the_catalogs_another_model_serves(
     assert reembed_other_models(database, DEFAULT_MODEL) == (3, 1)
     # `up` again before the worker got to them: nothing is queued twice.
     assert reembed_other_models(database, DEFAULT_MODEL) == (0, 0)
+    # The admin sees why dense is out meanwhile: the API's query model is not the served one.
+    status = upgraded.ok(upgraded.get("/admin/v1/embeddings"))
+    assert (status["model"], status["query_model"]) == ("all-MiniLM-L6-v2-int8", DEFAULT_MODEL)
+    assert status["other_models"] == {}
+    assert status["pending_jobs"] == 3
     queued = owner_conn.execute("SELECT tenant_id, count(*) FROM outbox GROUP BY 1").fetchall()
     assert queued == [(upgraded.tenant_id, 3)]
     assert embed_pending(database, upgraded.tenant_id) == 3
@@ -560,6 +565,8 @@ def test_up_queues_the_catalogs_another_model_serves(
         "SELECT embedding_model FROM tenants WHERE id = %s", (upgraded.tenant_id,)
     ).fetchone()
     assert served == (DEFAULT_MODEL,)
+    status = upgraded.ok(upgraded.get("/admin/v1/embeddings"))
+    assert status["model"] == status["query_model"] == DEFAULT_MODEL
     assert empty.tenant_id not in {row[0] for row in queued}
 
 

@@ -90,6 +90,13 @@ def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
+def configured_model(config: EmbeddingSettings) -> str:
+    """The model name this configuration's vectors carry, without building a backend."""
+    if config.embedding_backend.strip().lower() == "onnx":
+        return config.embedding_onnx_model
+    return config.embedding_http_model
+
+
 def get_backend(config: EmbeddingSettings) -> EmbeddingBackend:
     """The backend the configuration names; cheap to call (the ONNX model loads on first use)."""
     name = config.embedding_backend.strip().lower()

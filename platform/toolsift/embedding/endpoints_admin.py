@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from ..auth.deps import AdminContext
 from ..kit.errors import ERRORS
 from ..kit.routing import StrictJSONRoute
 from . import service
+from .base import configured_model
 from .schemas import EmbeddingStatusRead, ReindexResult
 
 router = APIRouter(
@@ -16,9 +17,12 @@ router = APIRouter(
 
 
 @router.get("", response_model=EmbeddingStatusRead)
-def embedding_status(ctx: AdminContext) -> EmbeddingStatusRead:
+def embedding_status(ctx: AdminContext, request: Request) -> EmbeddingStatusRead:
     """Poll until `missing == 0 and stale == 0` to wait for a catalog to be embedded."""
-    return EmbeddingStatusRead(**asdict(service.status(ctx.session, ctx.principal.tenant_id)))
+    status = service.status(ctx.session, ctx.principal.tenant_id)
+    return EmbeddingStatusRead(
+        **asdict(status), query_model=configured_model(request.app.state.settings)
+    )
 
 
 @router.post("/reindex", response_model=ReindexResult, status_code=202)

@@ -9,6 +9,11 @@ class EmbeddingStatusRead(BaseModel):
     """How far the vectors lag the catalog; BM25 serves whatever is not embedded yet."""
 
     model: str | None = Field(description="The model whose vectors serve dense scores.")
+    query_model: str = Field(
+        description="The model this API embeds queries with. Dense and hybrid scores need it"
+        " to equal `model`; while they differ (a model change in progress), BM25 serves alone"
+        " and selects count every tool in `missing_embeddings`."
+    )
     tools: int = Field(description="Live tools.")
     embedded: int = Field(description="Live tools with a vector of their current version.")
     stale: int = Field(description="Live tools whose vector is of an older version (it serves).")
