@@ -25,8 +25,11 @@ from toolsift.embedding.onnx import (
 
 REFERENCE = json.loads((Path(__file__).parent / "reference_minilm.json").read_text())
 # Agreement with the fp32 model: int8 weights cost a little (measured minimum 0.9994), int8
-# activations a little more (0.9917).
-MIN_COSINE = {PACKAGED_MODEL: 0.999, DYNAMIC_MODEL: 0.99}
+# activations a little more: 0.9917 on a CPU with VNNI. Without VNNI, ONNX Runtime's
+# uint8-by-int8 kernel can saturate; a dynamically quantised build measured 0.987 on an AVX2
+# machine (docs/benchmarks.md), so the bound leaves room for that. A pooling or
+# tokenisation bug costs far more (the CLS vector instead of mean pooling: 0.33-0.56).
+MIN_COSINE = {PACKAGED_MODEL: 0.999, DYNAMIC_MODEL: 0.98}
 
 
 @pytest.fixture(scope="module", params=MODELS)
