@@ -265,9 +265,8 @@ def ping(
     """Health probe for workers and beat: exit 0 when the broker (and a worker) answers."""
     import socket
 
+    from celery import Celery
     from kombu.utils.url import maybe_sanitize_url
-
-    from workers.celery_app import celery_app
 
     settings = get_settings()
     url = settings.redis_url
@@ -276,7 +275,9 @@ def ping(
         if not embedded.is_running():
             fail(f"REDIS_URL is not set and no embedded Redis runs in {settings.data_dir}")
         url = embedded.url
-    celery_app.conf.broker_url = url
+    # A bare client on the broker: asking the workers needs none of their tasks (and
+    # `toolsift` never imports `workers`).
+    celery_app = Celery("toolsift", broker=url)
     try:
         with celery_app.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1, timeout=timeout)
@@ -635,7 +636,8 @@ def tools_import(
     try:
         items = list(read_catalog(file))
     except CatalogError as error:
-        fail(str(error))
+        # The whole file is read before the first write.
+        fail(f"{error} (nothing was imported)")
     totals = {"created": 0, "updated": 0, "unchanged": 0}
     kept = 0
     with stack.database_url(settings) as url:

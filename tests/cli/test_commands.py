@@ -305,7 +305,9 @@ class TestToolsImport:
         broken.write_text("\n".join([*lines[:2], bad, "{not json", *lines[2:]]) + "\n")
         result = runner.invoke(app, ["tools", "import", str(broken), "--tenant", str(tenant_id)])
         assert result.exit_code == 2
+        said = " ".join(result.output.split())
         assert f"{broken}:3: invalid tool 'x': input_schema" in result.output.replace("\n", "")
+        assert said.endswith("(nothing was imported)")
         assert _count(database, tenant_id) == 0
 
     @pytest.mark.parametrize(
