@@ -104,7 +104,7 @@ def serve(
     """Serve the HTTP API against DATABASE_URL (no embedded services)."""
     import uvicorn
 
-    from .ops.metrics import prepare_multiprocess_dir
+    from .ops.multiprocess import prepare_multiprocess_dir
 
     settings = get_settings()
     if not settings.database_url:

@@ -69,6 +69,7 @@ class TestCompose:
         for name, service in services.items():
             if name == "migrate":
                 assert service["restart"] == "no"
+                assert service["healthcheck"] == {"disable": True}
                 continue
             assert service["restart"] == "unless-stopped", name
             assert service["healthcheck"]["test"], name

@@ -29,6 +29,11 @@ from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, Database, as_observer
 
 _log = logging.getLogger(__name__)
 
+# The counters below open their files in this folder as they are made: a process that did
+# not come through `toolsift serve` (uvicorn run directly) must not fail on a missing one.
+if _FOLDER := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.makedirs(_FOLDER, exist_ok=True)
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 _LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
 
@@ -182,14 +187,3 @@ def exposition(database: Database | None) -> bytes:
         gauges.register(DatabaseGauges(database))
         body += generate_latest(gauges)
     return body
-
-
-def prepare_multiprocess_dir() -> None:
-    """Start each server with an empty metrics directory (the client's documented contract)."""
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not directory:
-        return
-    os.makedirs(directory, exist_ok=True)
-    for name in os.listdir(directory):
-        if name.endswith(".db"):
-            os.remove(os.path.join(directory, name))
