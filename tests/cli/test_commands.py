@@ -47,6 +47,15 @@ def _tenant(output: str) -> UUID:
     return UUID(match.group(1))
 
 
+def _three_tools_then_one_requiring(folder: Path, permission: str) -> Path:
+    """tools.jsonl of three plain tools, then `t3` on line 4, which requires `permission`."""
+    catalog = folder / "tools.jsonl"
+    lines = [json.dumps({"id": f"t{i}", "description": "d"}) for i in range(3)]
+    lines.append(json.dumps({"id": "t3", "required_permission": permission}))
+    catalog.write_text("\n".join(lines) + "\n")
+    return catalog
+
+
 def _count(database: Database, tenant_id: UUID) -> int:
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         return int(session.scalar(select(func.count()).select_from(Tool)) or 0)
@@ -392,10 +401,7 @@ class TestToolsImport:
         self, database: Database, tmp_path: Path
     ) -> None:
         tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
-        catalog = tmp_path / "tools.jsonl"
-        lines = [json.dumps({"id": f"t{i}", "description": "d"}) for i in range(3)]
-        lines.append(json.dumps({"id": "t3", "required_permission": "nope.x"}))
-        catalog.write_text("\n".join(lines) + "\n")
+        catalog = _three_tools_then_one_requiring(tmp_path, "nope.x")
         result = runner.invoke(
             app, ["tools", "import", str(catalog), "--tenant", str(tenant_id), "--batch", "1"]
         )
@@ -412,10 +418,7 @@ class TestToolsImport:
         tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
             access.reserved_permission(session, tenant_id, "mcp.review")
-        catalog = tmp_path / "tools.jsonl"
-        lines = [json.dumps({"id": f"t{i}", "description": "d"}) for i in range(3)]
-        lines.append(json.dumps({"id": "t3", "required_permission": "mcp.review"}))
-        catalog.write_text("\n".join(lines) + "\n")
+        catalog = _three_tools_then_one_requiring(tmp_path, "mcp.review")
         result = runner.invoke(
             app, ["tools", "import", str(catalog), "--tenant", str(tenant_id), "--batch", "2"]
         )

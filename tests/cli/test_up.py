@@ -13,11 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from ..fixtures.served import free_port, wait_until_ok
 
 
 def _up(data_dir: Path, port: int) -> list[str]:
@@ -36,23 +32,14 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.timeout(240)
 def test_a_second_up_on_a_data_dir_refuses_and_leaves_the_first_running(tmp_path: Path) -> None:
-    data, port = tmp_path / "data", _free_port()
+    data, port = tmp_path / "data", free_port()
     log = tmp_path / "first.log"
     with log.open("wb") as out:
         first = subprocess.Popen(_up(data, port), env=_env(), stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert first.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the first `up` never became ready"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        wait_until_ok(f"http://127.0.0.1:{port}/readyz", first, log, timeout=120)
         second = subprocess.run(
-            _up(data, _free_port()), env=_env(), capture_output=True, text=True, timeout=60
+            _up(data, free_port()), env=_env(), capture_output=True, text=True, timeout=60
         )
         assert second.returncode == 2, second.stdout + second.stderr
         assert "another `toolsift up`" in second.stderr + second.stdout
@@ -97,7 +84,7 @@ def test_a_remembered_port_now_taken_is_a_clear_error_and_stops_what_started(
         taken = squatter.getsockname()[1]
         (data / "redis" / "redis.port").write_text(f"{taken}\n")
         done = subprocess.run(
-            _up(data, _free_port()), env=_env(), capture_output=True, text=True, timeout=170
+            _up(data, free_port()), env=_env(), capture_output=True, text=True, timeout=170
         )
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"port {taken} on 127.0.0.1 is taken" in done.stderr

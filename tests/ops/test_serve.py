@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from ..fixtures.served import free_port, wait_until_ok
 
 
 @pytest.mark.timeout(120)
@@ -24,7 +18,7 @@ def test_serve_starts_on_a_metrics_folder_nobody_made(database_url: str, tmp_pat
     # compose mounts an empty tmpfs on /tmp, so the image's PROMETHEUS_MULTIPROC_DIR
     # (/tmp/metrics) does not exist when the API starts: the API makes it.
     metrics = tmp_path / "tmpfs" / "metrics"
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "TOOLSIFT_DATABASE_URL": database_url,
@@ -38,16 +32,7 @@ def test_serve_starts_on_a_metrics_folder_nobody_made(database_url: str, tmp_pat
             env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
+        wait_until_ok(f"http://127.0.0.1:{port}/healthz", server, log)
         for _ in range(4):  # likely both workers: each writes its own files
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
         exposed = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
