@@ -228,13 +228,13 @@ def prepare_model() -> None:
     if settings.embedding_backend != "onnx":
         fail(f"the {settings.embedding_backend} embedding backend has no local model to prepare")
     started = time.perf_counter()
-    model, cache_dir = settings.embedding_onnx_model, settings.embedding_cache_dir
+    backend = OnnxBackend.configured(settings)
     try:
-        path = OnnxBackend(model=model, cache_dir=cache_dir).prepare(private_fallback=False)
-        OnnxBackend(model=model, model_path=path).warm_up()  # it loads and embeds
+        path = backend.prepare(private_fallback=False)
+        backend.warm_up()  # it loads and embeds
     except EmbeddingError as error:
         fail(str(error))
-    console.print(f"{model}: {path} ({time.perf_counter() - started:.1f} s)")
+    console.print(f"{backend.model}: {path} ({time.perf_counter() - started:.1f} s)")
 
 
 @app.command()
@@ -364,13 +364,13 @@ def up(
                 stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
             interrupts.check()
             if settings.embedding_backend == "onnx":
-                model, cache_dir = settings.embedding_onnx_model, settings.embedding_cache_dir
+                local = OnnxBackend.configured(settings)
                 # Built here once, or the worker and the API would both build it at start.
-                OnnxBackend(model=model, cache_dir=cache_dir).prepare()
-                tools, tenants = reembed_other_models(database, model)
+                local.prepare()
+                tools, tenants = reembed_other_models(database, local.model)
                 if tools:
                     console.print(
-                        f"re-embedding {tools} tools of {tenants} tenants with {model}; "
+                        f"re-embedding {tools} tools of {tenants} tenants with {local.model}; "
                         "BM25 serves them alone until the new vectors cover their catalogs"
                     )
             interrupts.check()

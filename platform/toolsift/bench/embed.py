@@ -35,7 +35,6 @@ from rich.table import Table
 
 from ..config import get_settings, libpq_url
 from ..db import ALL_PERMISSIONS, Database
-from ..embedding.base import EmbeddingConfig
 from ..embedding.onnx import OnnxBackend
 from ..embedding.service import document_text
 from ..tools.schemas import ToolUpdate
@@ -120,18 +119,11 @@ def _throughput(
 
 
 def _in_process_rate(texts: list[str], task_tools: int) -> tuple[float, float]:
-    """The same texts through the backend as the worker configures it (its model, one
-    thread, the default batch size), in calls of the worker's task size, no pipeline: the
-    baseline of the ratio. Returns tools per wall second and per CPU second."""
-    batch = EmbeddingConfig().embedding_batch_size
-    settings = get_settings()
-    backend = OnnxBackend(
-        model=settings.embedding_onnx_model,
-        threads=1,
-        batch_size=batch,
-        cache_dir=settings.embedding_cache_dir,
-    )
-    backend.embed(texts[:batch])
+    """The same texts through the backend as the worker configures it (its settings, one
+    thread), in calls of the worker's task size, no pipeline: the baseline of the ratio.
+    Returns tools per wall second and per CPU second."""
+    backend = OnnxBackend.configured(get_settings(), threads=1)
+    backend.embed(texts[: backend.batch_size])
     started, started_cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(texts), task_tools):
         backend.embed(texts[i : i + task_tools])

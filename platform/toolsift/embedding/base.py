@@ -108,12 +108,7 @@ def get_backend(config: EmbeddingSettings) -> EmbeddingBackend:
                 f"embedding_dimension is {config.embedding_dimension}, but the onnx backend "
                 f"({config.embedding_onnx_model}) yields {OnnxBackend.dimension}"
             )
-        return OnnxBackend(
-            model=config.embedding_onnx_model,
-            threads=config.embedding_threads,
-            batch_size=config.embedding_batch_size,
-            cache_dir=config.embedding_cache_dir,
-        )
+        return OnnxBackend.configured(config)
     if name == "http":
         from .http import HttpBackend
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .base import EmbeddingError
+from .base import EmbeddingError, EmbeddingSettings
 from .quantized import file_sha256
 
 if TYPE_CHECKING:
@@ -169,30 +169,41 @@ class OnnxBackend:
         self.cache_dir = cache_dir
         self._model_path = model_path
 
+    @classmethod
+    def configured(cls, config: EmbeddingSettings, *, threads: int | None = None) -> OnnxBackend:
+        """The local backend the settings name (`threads` overrides theirs)."""
+        return cls(
+            model=config.embedding_onnx_model,
+            threads=config.embedding_threads if threads is None else threads,
+            batch_size=config.embedding_batch_size,
+            cache_dir=config.embedding_cache_dir,
+        )
+
     @property
     def model_path(self) -> Path:
         """The file this backend runs; the default model's is built on first call."""
-        if self._model_path is None:
-            self._model_path = self.prepare()
-        return self._model_path
+        return self._model_path or self.prepare()
 
     def prepare(self, *, private_fallback: bool = True) -> Path:
-        """Find or build the model's file. Without `private_fallback`, a cache folder that
-        cannot be written is an `EmbeddingError` instead of a build for this process only."""
-        if self._model_path is not None or self.model != DYNAMIC_MODEL:
-            return self._model_path or default_model_path()
-        from . import quantized
+        """Find or build the model's file, once. Without `private_fallback`, a cache folder
+        that cannot be written is an `EmbeddingError` instead of a build for this process."""
+        if self._model_path is None:
+            if self.model == DYNAMIC_MODEL:
+                from . import quantized
 
-        # One build per process: the API's warm-up and its first select would otherwise
-        # both spend the seconds of a build on a cold cache.
-        with _prepare_lock:
-            return quantized.prepare(
-                self.model,
-                default_model_path(),
-                MODEL_SHA256,
-                self.cache_dir,
-                private_fallback=private_fallback,
-            )
+                # One build per process: the API's warm-up and its first select would
+                # otherwise both spend the seconds of a build on a cold cache.
+                with _prepare_lock:
+                    self._model_path = quantized.prepare(
+                        self.model,
+                        default_model_path(),
+                        MODEL_SHA256,
+                        self.cache_dir,
+                        private_fallback=private_fallback,
+                    )
+            else:
+                self._model_path = default_model_path()
+        return self._model_path
 
     def __repr__(self) -> str:
         return (

@@ -254,10 +254,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                 from ..embedding.onnx import OnnxBackend
 
                 progress.update(task, description=f"{name} (indexing)")
-                settings = get_settings()
-                backend = OnnxBackend(
-                    model=settings.embedding_onnx_model, cache_dir=settings.embedding_cache_dir
-                )
+                backend = OnnxBackend.configured(get_settings())
                 retriever = baselines.DenseRetriever(dataset.tools, backend)
                 progress.update(task, description=name)
             outcomes = baselines.run(
