@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from alembic import command
@@ -115,9 +116,9 @@ def _scratch_database(pg_server: str, name: str) -> Iterator[str]:
         drop()
 
 
-def _write_tools(url: str, items: list[Any], *, delete: str | None = None) -> None:
+def _write_tools(url: str, items: list[Any], *, delete: str | None = None) -> UUID:
     """A tenant with these tools, written by the application at head (`delete`: one of them
-    deleted afterwards)."""
+    deleted afterwards); its id."""
     from toolsift.db import ALL_PERMISSIONS, Database
     from toolsift.tenants.schemas import TenantCreate
     from toolsift.tenants.service import tenant as tenant_service
@@ -134,6 +135,21 @@ def _write_tools(url: str, items: list[Any], *, delete: str | None = None) -> No
             with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
                 tools = tool_service.list_page(session, after=None, limit=100)[0]
                 tool_service.delete(session, next(t for t in tools if t.name == delete).id)
+    finally:
+        database.dispose()
+    return tenant_id
+
+
+def _upsert(url: str, tenant_id: UUID, items: list[Any]) -> dict[str, str]:
+    """Each tool's upsert status (created, updated, unchanged), by name."""
+    from toolsift.db import ALL_PERMISSIONS, Database
+    from toolsift.tools.service import tool as tool_service
+
+    database = Database(url, pool_size=1)
+    try:
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            result = tool_service.upsert(session, tenant_id, items)
+            return {t.name: t.status for t in result.tools}
     finally:
         database.dispose()
 
@@ -209,3 +225,38 @@ def test_0019_counts_the_definitions_the_model_apis_accept(pg_server: str, worke
         assert before["long"][2] == now["long"][2]  # Anthropic takes the long description
         upgrade(url)
         assert _costs(url) == written
+
+
+def test_0020_keeps_the_order_written_and_hashes_what_is_stored(
+    pg_server: str, worker_id: str
+) -> None:
+    """Undone, the schemas in jsonb's order; redone, every hash is the application's hash of
+    the schema as stored, so the same catalog written again in that order changes nothing
+    and in the author's order is a new version (which restores that order)."""
+    from toolsift.tools.schemas import ToolCreate
+
+    def stored(url: str) -> tuple[list[str], str]:
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            conn.execute("SET row_security = off")
+            row = conn.execute("SELECT input_schema, content_hash FROM tools").fetchone()
+            assert row is not None
+            return list(row[0]["properties"]), row[1]
+
+    with _scratch_database(pg_server, f"toolsift_order_{worker_id}") as url:
+        written = {"type": "object", "properties": {"query": {}, "id": {}}}
+        tenant_id = _write_tools(
+            url, [ToolCreate(name="search", description="Search.", input_schema=written)]
+        )
+        assert stored(url)[0] == ["query", "id"]
+        command.downgrade(alembic_config(url), "0019")
+        assert stored(url)[0] == ["id", "query"]
+        upgrade(url)
+        keys, content_hash = stored(url)
+        assert keys == ["id", "query"]  # the order jsonb left
+        as_stored = {"type": "object", "properties": {"id": {}, "query": {}}}
+        tool = ToolCreate(name="search", description="Search.", input_schema=as_stored)
+        assert _upsert(url, tenant_id, [tool]) == {"search": "unchanged"}
+        assert stored(url)[1] == content_hash
+        tool = ToolCreate(name="search", description="Search.", input_schema=written)
+        assert _upsert(url, tenant_id, [tool]) == {"search": "updated"}
+        assert stored(url)[0] == ["query", "id"]

@@ -315,6 +315,21 @@ class TestSync:
         server.tools[0]["annotations"] = {**hints, "readOnlyHint": False}
         assert sync(admin, source)["updated"] == 1
 
+    def test_the_server_s_order_is_kept(self, admin: Caller, server: LiveServer) -> None:
+        """Imported schemas reach the model, and the review queue, in the server's order."""
+        properties = {"query": {"type": "string"}, "page_size": {"type": "integer"}, "id": {}}
+        schema = {"type": "object", "properties": properties}
+        server.tools = [tool("search", "Search the tickets.", inputSchema=schema)]
+        source = add_source(admin, server.url)
+        sync(admin, source)
+        assert list(live(admin)["srv_search"]["input_schema"]["properties"]) == list(properties)
+        listed = admin.ok(admin.get("/admin/v1/mcp/tools"))
+        assert list(listed[0]["definition"]["inputSchema"]["properties"]) == list(properties)
+        agent = agent_key(admin, [], name="plain")
+        (served,) = agent.ok(agent.select("search the tickets", format="mcp", k=1))["tools"]
+        assert list(served["inputSchema"]["properties"]) == list(properties)
+        assert sync(admin, source)["unchanged"] == 1
+
     def test_a_permission_per_tool_overrides_the_default(
         self, admin: Caller, catalog: dict[str, str], server: LiveServer
     ) -> None:

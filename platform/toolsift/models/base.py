@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import DateTime, MetaData, func
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import JSON, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -32,6 +32,22 @@ class StrictJSONB(JSONB):
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class StrictJSON(JSON):
+    """JSON kept as written, keys in their order, with change detection that sees that order.
+
+    For what a model reads: jsonb stores an object's keys shortest first, so a tool's
+    parameters would reach the model in an order nobody wrote. A change of order alone is a
+    change (written, hashed, versioned), and so is 1 to 1.0 or true.
+    """
+
+    def compare_values(self, x: Any, y: Any) -> bool:
+        return _written(x) == _written(y)
+
+
+def _written(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 class Base(DeclarativeBase):

@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, StrictJSONB, TenantScoped, Timestamped
+from .base import Base, StrictJSON, StrictJSONB, TenantScoped, Timestamped
 
 
 class McpSource(TenantScoped, Timestamped, Base):
@@ -107,7 +107,8 @@ class McpTool(TenantScoped, Base):
     source_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     remote_name: Mapped[str] = mapped_column(Text, primary_key=True)
     tool_id: Mapped[uuid.UUID] = mapped_column()
-    definition: Mapped[dict[str, Any]] = mapped_column(StrictJSONB)
+    # As the server listed it, in its order (`json`, migration 0020).
+    definition: Mapped[dict[str, Any]] = mapped_column(StrictJSON)
     definition_hash: Mapped[str] = mapped_column(Text)
     review_state: Mapped[str] = mapped_column(Text)
     findings: Mapped[list[dict[str, str]]] = mapped_column(StrictJSONB, default=list)

@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, StrictJSONB, TenantScoped, Timestamped
+from .base import Base, StrictJSON, StrictJSONB, TenantScoped, Timestamped
 
 
 class Tool(TenantScoped, Timestamped, Base):
@@ -45,11 +45,12 @@ class Tool(TenantScoped, Timestamped, Base):
     name: Mapped[str] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str] = mapped_column(Text, default="")
-    input_schema: Mapped[dict[str, Any]] = mapped_column(StrictJSONB)
+    # `json`, not `jsonb`: served to models in the order written (migration 0020).
+    input_schema: Mapped[dict[str, Any]] = mapped_column(StrictJSON)
     # MCP `outputSchema` and `annotations`: shown with the tool; annotations are hints from
     # the tool's author and never decide a permission.
-    output_schema: Mapped[dict[str, Any] | None] = mapped_column(StrictJSONB)
-    annotations: Mapped[dict[str, Any] | None] = mapped_column(StrictJSONB)
+    output_schema: Mapped[dict[str, Any] | None] = mapped_column(StrictJSON)
+    annotations: Mapped[dict[str, Any] | None] = mapped_column(StrictJSON)
     examples: Mapped[list[str]] = mapped_column(StrictJSONB, default=list)
     required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     core: Mapped[bool] = mapped_column(default=False)

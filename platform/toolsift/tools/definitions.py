@@ -107,16 +107,19 @@ def token_cost(tool: Tool, fmt: Format = "anthropic") -> int:
     """About 4 bytes of compact JSON per token: close enough to budget with, no tokenizer."""
     definition = render(tool, fmt)
     body = json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
-    return math.ceil((len(body.encode()) + _numbers_written_out(definition)) / 4)
+    extra = 0
+    if fmt in ("anthropic", "openai") and any(key in tool.input_schema for key in REFUSED_AT_TOP):
+        extra = _numbers_written_out(model_schema(tool.input_schema))
+    return math.ceil((len(body.encode()) + extra) / 4)
 
 
 def _numbers_written_out(value: Any) -> int:
-    """Bytes the served definition's numbers take beyond Python's spelling of them.
+    """Bytes the served schema's numbers take beyond Python's spelling of them.
 
-    The definition is served from jsonb, whose numbers are PostgreSQL numerics, printed
-    without an exponent: `1e308` goes out as 309 digits. A float arrives here as Python read
-    it from the request (and went to the database spelt as `repr`), so its served text is
-    the plain decimal of that spelling.
+    A schema is served as written (a `json` column: Python's `repr` of each float), except
+    where the model APIs' rules rewrite it: `toolsift_model_schema` does that in jsonb, whose
+    numbers are PostgreSQL numerics, printed without an exponent (`1e308` goes out as 309
+    digits), so there a float's served text is the plain decimal of its spelling.
     """
     if isinstance(value, float):
         return len(format(Decimal(repr(value)), "f")) - len(repr(value))
@@ -155,10 +158,7 @@ def content_hash(tool: Definition, permission: str | None) -> str:
     for name in ("output_schema", "annotations"):
         if getattr(tool, name) is not None:
             fields[name] = getattr(tool, name)
-    canonical = json.dumps(
-        fields,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    # Keys in the order written, not sorted: the served definition keeps that order, so a
+    # schema whose parameters were only reordered is a new version (migration 0020).
+    canonical = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()

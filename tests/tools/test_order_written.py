@@ -1,0 +1,112 @@
+"""A tool's schemas keep the order they were written in: served, read back and hashed.
+
+jsonb would store `{"query", "filter_expression", "limit", "id"}` as `id`, `limit`, `query`,
+`filter_expression` (shortest key first): the model would read the parameters in an order
+nobody wrote, and most often not the author's order of importance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.fixtures.factories import Caller, agent_key
+
+# Neither sorted nor in jsonb's order, at the top and one level down.
+PROPERTIES = {
+    "query": {"description": "What to look for.", "type": "string"},
+    "filter_expression": {"type": "string", "description": "Which rows."},
+    "limit": {"maximum": 50, "type": "integer", "minimum": 1},
+    "id": {"type": "string"},
+}
+SCHEMA = {"properties": PROPERTIES, "type": "object", "required": ["query"]}
+OUTPUT = {"type": "object", "properties": {"total": {"type": "number"}, "rows": {"type": "array"}}}
+ANNOTATIONS = {"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True}
+QUERY = "search the orders"
+
+
+def order(value: Any) -> Any:
+    """Every object's keys in order, all the way down."""
+    if isinstance(value, dict):
+        return [(key, order(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [order(item) for item in value]
+    return value
+
+
+def served_schema(definition: dict[str, Any], fmt: str) -> dict[str, Any]:
+    if fmt == "anthropic":
+        return definition["input_schema"]  # type: ignore[no-any-return]
+    if fmt == "openai":
+        return definition["function"]["parameters"]  # type: ignore[no-any-return]
+    return definition["inputSchema"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def created(admin: Caller) -> dict[str, Any]:
+    tool = {
+        "name": "search_orders",
+        "description": "Search the orders.",
+        "input_schema": SCHEMA,
+        "output_schema": OUTPUT,
+        "annotations": ANNOTATIONS,
+    }
+    return admin.ok(admin.post("/admin/v1/tools", tool), 201)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+def test_the_model_is_served_the_schema_in_the_order_written(
+    admin: Caller, created: dict[str, Any], fmt: str
+) -> None:
+    agent = agent_key(admin, [])
+    body = agent.ok(agent.select(QUERY, mode="bm25", format=fmt))
+    (definition,) = body["tools"]
+    assert order(served_schema(definition, fmt)) == order(SCHEMA)
+    if fmt == "mcp":
+        assert order(definition["outputSchema"]) == order(OUTPUT)
+        assert order(definition["annotations"]) == order(ANNOTATIONS)
+
+
+def test_an_admin_reads_back_what_was_written(admin: Caller, created: dict[str, Any]) -> None:
+    assert order(created["input_schema"]) == order(SCHEMA)
+    read = admin.ok(admin.get(f"/admin/v1/tools/{created['id']}"))
+    assert order(read["input_schema"]) == order(SCHEMA)
+    assert order(read["output_schema"]) == order(OUTPUT)
+    assert order(read["annotations"]) == order(ANNOTATIONS)
+
+
+def test_a_change_elsewhere_keeps_the_order(admin: Caller, created: dict[str, Any]) -> None:
+    patched = admin.ok(
+        admin.patch(f"/admin/v1/tools/{created['id']}", {"description": "Search all orders."})
+    )
+    assert patched["version"] == 2
+    assert order(patched["input_schema"]) == order(SCHEMA)
+    agent = agent_key(admin, [])
+    (definition,) = agent.ok(agent.select(QUERY, mode="bm25", format="mcp"))["tools"]
+    assert order(definition["inputSchema"]) == order(SCHEMA)
+
+
+def test_a_new_order_is_a_new_version_and_the_same_order_is_not(
+    admin: Caller, created: dict[str, Any]
+) -> None:
+    tool = {
+        "name": "search_orders",
+        "description": "Search the orders.",
+        "input_schema": SCHEMA,
+        "output_schema": OUTPUT,
+        "annotations": ANNOTATIONS,
+    }
+    same = admin.ok(admin.put("/admin/v1/tools", {"tools": [tool]}))
+    assert (same["unchanged"], same["updated"]) == (1, 0)
+    reordered = {**SCHEMA, "properties": dict(reversed(PROPERTIES.items()))}
+    result = admin.ok(
+        admin.put("/admin/v1/tools", {"tools": [{**tool, "input_schema": reordered}]})
+    )
+    assert (result["unchanged"], result["updated"]) == (0, 1)
+    read = admin.ok(admin.get(f"/admin/v1/tools/{created['id']}"))
+    assert read["version"] == 2
+    assert read["content_hash"] != created["content_hash"]
+    agent = agent_key(admin, [])
+    (definition,) = agent.ok(agent.select(QUERY, mode="bm25"))["tools"]
+    assert list(definition["input_schema"]["properties"]) == list(reversed(PROPERTIES))
