@@ -93,19 +93,23 @@ def migrate(data_dir: DataDir = None) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(envvar="TOOLSIFT_HOST", help="Interface to bind.")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(envvar="TOOLSIFT_PORT", help="TCP port.")] = 8000,
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind. [default: TOOLSIFT_HOST, 127.0.0.1]")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="TCP port. [default: TOOLSIFT_PORT, 8000]")
+    ] = None,
     workers: Annotated[
-        int, typer.Option(envvar="TOOLSIFT_API_WORKERS", min=1, help="uvicorn worker processes.")
-    ] = 1,
+        int | None,
+        typer.Option(min=1, help="uvicorn worker processes. [default: TOOLSIFT_API_WORKERS, 1]"),
+    ] = None,
 ) -> None:
     """Serve the HTTP API against DATABASE_URL (no embedded services)."""
     import uvicorn
 
     from .ops.multiprocess import prepare_multiprocess_dir
 
+    # Unset options come from the settings: the environment or `.env`, like every other one.
     settings = get_settings()
     if not settings.database_url:
         fail("DATABASE_URL is not set (use `toolsift up` for the embedded stack)")
@@ -119,9 +123,9 @@ def serve(
     uvicorn.run(
         "toolsift.app:create_app",
         factory=True,
-        host=host,
-        port=port,
-        workers=workers,
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers or settings.api_workers,
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=True,
@@ -153,8 +157,9 @@ def _become(command: list[str]) -> NoReturn:
 @app.command()
 def worker(
     concurrency: Annotated[
-        int, typer.Option(envvar="TOOLSIFT_WORKER_CONCURRENCY", min=1, help="Worker processes.")
-    ] = 1,
+        int | None,
+        typer.Option(min=1, help="Worker processes. [default: TOOLSIFT_WORKER_CONCURRENCY, 1]"),
+    ] = None,
     beat: Annotated[
         bool,
         typer.Option(
@@ -175,7 +180,7 @@ def worker(
     except ValueError as error:
         fail(f"embedding: {error}")
     schedule = settings.data_dir / "celerybeat-schedule" if beat else None
-    _become(_worker_command(concurrency, beat_schedule=schedule))
+    _become(_worker_command(concurrency or settings.worker_concurrency, beat_schedule=schedule))
 
 
 @app.command()
@@ -296,8 +301,12 @@ def ping(
 @app.command()
 def up(
     data_dir: DataDir = None,
-    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port of the API.")] = 8000,
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind. [default: TOOLSIFT_HOST, 127.0.0.1]")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="TCP port of the API. [default: TOOLSIFT_PORT, 8000]")
+    ] = None,
     with_worker: Annotated[
         bool, typer.Option("--worker/--no-worker", help="Start a Celery worker.")
     ] = True,
@@ -312,6 +321,7 @@ def up(
     from .demo.loader import load_demo
 
     settings = settings_for(data_dir)
+    host, port = host or settings.host, port or settings.port
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # One `up` per data dir: a second would share the first's servers, stop them on its way
     # out and run a second beat on one schedule. The lock goes with this process.

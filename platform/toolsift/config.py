@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     # The select path's own connections per API process: its statements run on the event
     # loop, and a few in flight keep one process's core busy; more only add backends.
     select_pool_size: int = Field(default=4, ge=1)
+    # `toolsift serve`'s defaults for --host, --port and --workers.
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=1, le=65535)
     # Keyed hash of API keys; a leaked table alone then cannot be brute-forced offline.
     key_pepper: str = "changethis-development-pepper"
     # Bootstrap secret that may create tenants over the API (the CLI needs none).
@@ -69,8 +70,9 @@ class Settings(BaseSettings):
     rate_limit_redis_timeout: float = 0.05
     # Browser origins allowed to call the API; empty (the default) sends no CORS headers.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Uvicorn worker processes of `toolsift serve`.
-    api_workers: int = 1
+    # Uvicorn worker processes of `toolsift serve`; Celery's of `toolsift worker`.
+    api_workers: int = Field(default=1, ge=1)
+    worker_concurrency: int = Field(default=1, ge=1)
     # Embeddings: the bundled ONNX model by default, or an OpenAI-compatible server.
     embedding_backend: Literal["onnx", "http"] = "onnx"
     embedding_dimension: int = 384
