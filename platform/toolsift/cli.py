@@ -94,14 +94,17 @@ def migrate(data_dir: DataDir = None) -> None:
 @app.command()
 def serve(
     host: Annotated[
-        str | None, typer.Option(help="Interface to bind. [default: TOOLSIFT_HOST, 127.0.0.1]")
+        str | None, typer.Option(help="Interface to bind (default: TOOLSIFT_HOST, else 127.0.0.1).")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="TCP port. [default: TOOLSIFT_PORT, 8000]")
+        int | None,
+        typer.Option(min=1, max=65535, help="TCP port (default: TOOLSIFT_PORT, else 8000)."),
     ] = None,
     workers: Annotated[
         int | None,
-        typer.Option(min=1, help="uvicorn worker processes. [default: TOOLSIFT_API_WORKERS, 1]"),
+        typer.Option(
+            min=1, help="uvicorn worker processes (default: TOOLSIFT_API_WORKERS, else 1)."
+        ),
     ] = None,
 ) -> None:
     """Serve the HTTP API against DATABASE_URL (no embedded services)."""
@@ -158,7 +161,9 @@ def _become(command: list[str]) -> NoReturn:
 def worker(
     concurrency: Annotated[
         int | None,
-        typer.Option(min=1, help="Worker processes. [default: TOOLSIFT_WORKER_CONCURRENCY, 1]"),
+        typer.Option(
+            min=1, help="Worker processes (default: TOOLSIFT_WORKER_CONCURRENCY, else 1)."
+        ),
     ] = None,
     beat: Annotated[
         bool,
@@ -302,10 +307,13 @@ def ping(
 def up(
     data_dir: DataDir = None,
     host: Annotated[
-        str | None, typer.Option(help="Interface to bind. [default: TOOLSIFT_HOST, 127.0.0.1]")
+        str | None, typer.Option(help="Interface to bind (default: TOOLSIFT_HOST, else 127.0.0.1).")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="TCP port of the API. [default: TOOLSIFT_PORT, 8000]")
+        int | None,
+        typer.Option(
+            min=1, max=65535, help="TCP port of the API (default: TOOLSIFT_PORT, else 8000)."
+        ),
     ] = None,
     with_worker: Annotated[
         bool, typer.Option("--worker/--no-worker", help="Start a Celery worker.")
