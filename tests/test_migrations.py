@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,6 +15,7 @@ from alembic.migration import MigrationContext
 from psycopg import sql
 from sqlalchemy import create_engine, text
 
+from tests.fixtures.jsontext import compact_json
 from toolsift.config import normalise_database_url
 from toolsift.migrate import alembic_config, ensure_database, upgrade
 from toolsift.models import Base
@@ -260,3 +262,82 @@ def test_0020_keeps_the_order_written_and_hashes_what_is_stored(
         tool = ToolCreate(name="search", description="Search.", input_schema=written)
         assert _upsert(url, tenant_id, [tool]) == {"search": "updated"}
         assert stored(url)[0] == ["query", "id"]
+
+
+def _served_against_stored(url: str) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per tool and format: the cost of what `toolsift_definition` serves (compacted) and
+    the stored cost."""
+    served: dict[str, dict[str, tuple[int, int]]] = {}
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute("SET row_security = off")
+        for fmt, column in (("anthropic", "token_cost"), ("openai", "openai_token_cost"),
+                            ("mcp", "mcp_token_cost")):  # fmt: skip
+            rows = conn.execute(
+                "SELECT name, toolsift_definition(name, title, description, input_schema,"
+                f" output_schema, annotations, %s), {column} FROM tools",
+                (fmt,),
+            )
+            for name, text, stored in rows:
+                cost = math.ceil(len(compact_json(text).encode()) / 4)
+                served.setdefault(name, {})[fmt] = (cost, stored)
+    return served
+
+
+def test_0020_writes_the_stored_schemas_as_the_application_does(
+    pg_server: str, worker_id: str
+) -> None:
+    """Rows from 0019 (numbers spelt out by jsonb) are written again in the application's
+    spelling and counted by its rules, so a later change to another field, which leaves the
+    schema's text alone, still costs what is served; and the way down counts jsonb's text."""
+    from toolsift.db import ALL_PERMISSIONS, Database
+    from toolsift.tools.schemas import ToolCreate, ToolUpdate
+    from toolsift.tools.service import tool as tool_service
+
+    def costs_match(url: str) -> None:
+        for name, formats in _served_against_stored(url).items():
+            for fmt, (served, stored) in formats.items():
+                assert served == stored, (name, fmt)
+
+    with _scratch_database(pg_server, f"toolsift_spelling_{worker_id}") as url:
+        numbers = {
+            "type": "object",
+            "properties": {"amount": {"minimum": 1e-7, "maximum": -1.5e-10, "description": "é"}},
+        }
+        either = {**numbers, "anyOf": [{"required": ["amount"]}]}
+        items = [
+            ToolCreate(name="numbers", description="N.", input_schema=numbers,
+                       annotations={"title": "Reçu 1e-7", "ratio": 2.5e-8}),
+            ToolCreate(name="either", description="E.", input_schema=either),
+        ]  # fmt: skip
+        tenant_id = _write_tools(url, items)
+        written = _costs(url)
+        costs_match(url)
+        command.downgrade(alembic_config(url), "0019")
+        costs_match(url)  # jsonb spells 1e-7 out: it costs more there
+        assert _costs(url) != written
+        upgrade(url)
+        costs_match(url)
+        assert _costs(url) == written
+        database = Database(url, pool_size=1)
+        try:
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                tools = tool_service.list_page(session, after=None, limit=100)[0]
+                for tool in tools:
+                    tool_service.update(session, tool.id, ToolUpdate(description="Changed."))
+        finally:
+            database.dispose()
+        costs_match(url)
+
+
+def test_no_function_of_the_app_is_left_to_public(database_url: str) -> None:
+    """Every `toolsift_*` function runs for the app role (and its owner) only: one created
+    without a REVOKE is executable by any login of the cluster. (Trigger functions cannot
+    be called, only fired.)"""
+    with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        open_to_public = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.proname LIKE 'toolsift%%' AND p.prorettype <> 'trigger'::regtype"
+            " AND (p.proacl IS NULL OR EXISTS ("
+            "   SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0))"
+        ).fetchall()
+    assert open_to_public == []

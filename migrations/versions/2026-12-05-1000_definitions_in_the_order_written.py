@@ -15,11 +15,20 @@ The order written is now part of a tool's content: `content_hash` no longer sort
 every stored hash is computed again over the stored schemas (the order jsonb left them in), so
 writing the same catalog again changes nothing, and writing it in another order is a new
 version. Rows stored before this revision keep jsonb's order until they are written again.
+
+Their text is written again as the application writes it (compact, UTF-8 as is, Python's
+spelling of numbers), and their token costs are computed again by the new rules, so that a
+later change to another field of the tool, which leaves the schema's text alone, is counted
+from the same text that is served. The way down does the same with 0019's rules.
 """
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
@@ -121,16 +130,64 @@ AS $$
 $$
 """
 
+APP_ROLE = "toolsift_app"
+FUNCTIONS = (
+    "toolsift_definition(text, text, text, json, json, json, text)",
+    "toolsift_served_schema(json)",
+    "toolsift_model_schema(jsonb)",
+)
+
 TOOLS = sa.text(
     "SELECT t.tenant_id, t.id, t.name, t.title, t.description, t.input_schema, t.examples,"
     " p.name AS permission, t.core, t.output_schema, t.annotations"
     " FROM tools t LEFT JOIN permissions p"
     " ON p.tenant_id = t.tenant_id AND p.id = t.required_permission_id"
 )
+SCHEMAS = ("input_schema", "output_schema", "annotations")
+UPDATE = sa.text(
+    "UPDATE tools SET content_hash = :hash, token_cost = :anthropic,"
+    " openai_token_cost = :openai, mcp_token_cost = :mcp"
+    " WHERE tenant_id = :tenant_id AND id = :id"
+)
+UPDATE_WRITTEN = sa.text(
+    "UPDATE tools SET input_schema = CAST(:input_schema AS json),"
+    " output_schema = CAST(:output_schema AS json), annotations = CAST(:annotations AS json),"
+    " content_hash = :hash, token_cost = :anthropic,"
+    " openai_token_cost = :openai, mcp_token_cost = :mcp"
+    " WHERE tenant_id = :tenant_id AND id = :id"
+)
+TOTALS = """
+UPDATE corpus_stats c
+   SET total_tokens = s.anthropic, openai_total_tokens = s.openai, mcp_total_tokens = s.mcp
+  FROM (SELECT tenant_id,
+               coalesce(required_permission_id, '00000000-0000-0000-0000-000000000000')
+                   AS permission_key,
+               sum(token_cost) AS anthropic, sum(openai_token_cost) AS openai,
+               sum(mcp_token_cost) AS mcp
+          FROM tools WHERE deleted_at IS NULL
+         GROUP BY 1, 2) s
+ WHERE c.tenant_id = s.tenant_id AND c.permission_key = s.permission_key
+"""
 
 
-# Frozen copies of `toolsift.tools.definitions.content_hash`, after and before this revision:
-# the application's code may change later, a migration must not.
+def _revision_0019() -> ModuleType:
+    """0019's frozen copies of the model APIs' schema rule and of its cost function."""
+    path = Path(__file__).with_name("2026-12-05-0930_definitions_the_model_apis_accept.py")
+    spec = spec_from_file_location("toolsift_migration_0019", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {path}")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Frozen copies of the application's rules after and before this revision (a migration must
+# not import the application, whose code may change later): how a schema is written, what a
+# tool's hash covers, and what its definitions cost in each format.
+def _written(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _hash(row: Any, *, sort_keys: bool) -> str:
     fields: dict[str, Any] = {
         "name": row.name,
@@ -148,21 +205,89 @@ def _hash(row: Any, *, sort_keys: bool) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _rehash(content_hash: Callable[[Any], str]) -> None:
-    """Every tool's hash, over its schemas as stored (row-level security lifted for this
-    transaction only, for every tenant's rows)."""
-    op.execute("ALTER TABLE tools NO FORCE ROW LEVEL SECURITY")
-    op.execute("ALTER TABLE permissions NO FORCE ROW LEVEL SECURITY")
+def _definitions(row: Any, schema: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The three definitions the budget counts, with `schema` for the model APIs' one."""
+    description = row.description
+    if len(description) > 1024:
+        description = description[:1023] + "\u2026"
+    anthropic = {"name": row.name, "description": row.description, "input_schema": schema}
+    openai = {
+        "type": "function",
+        "function": {"name": row.name, "description": description, "parameters": schema},
+    }
+    mcp: dict[str, Any] = {"name": row.name}
+    if row.title:
+        mcp["title"] = row.title
+    mcp["description"] = row.description
+    mcp["inputSchema"] = row.input_schema
+    if row.output_schema is not None:
+        mcp["outputSchema"] = row.output_schema
+    if row.annotations is not None:
+        mcp["annotations"] = row.annotations
+    return anthropic, openai, mcp
+
+
+def _costs_now(row: Any, m19: ModuleType) -> tuple[int, ...]:
+    """Served as written, but for a schema the model APIs' rule rewrites (in jsonb)."""
+    schema = m19._model_schema(row.input_schema)
+    extra = m19._numbers_written_out(schema) if schema is not row.input_schema else 0
+    anthropic, openai, mcp = _definitions(row, schema)
+    return (
+        math.ceil((len(_written(anthropic).encode()) + extra) / 4),
+        math.ceil((len(_written(openai).encode()) + extra) / 4),
+        math.ceil(len(_written(mcp).encode()) / 4),
+    )
+
+
+def _costs_before(row: Any, m19: ModuleType) -> tuple[int, ...]:
+    """Everything served from jsonb, numbers spelt out."""
+    return tuple(m19._cost(d) for d in _definitions(row, m19._model_schema(row.input_schema)))
+
+
+def _rewrite(
+    content_hash: Callable[[Any], str],
+    costs: Callable[[Any, ModuleType], tuple[int, ...]],
+    *,
+    as_written: bool,
+) -> None:
+    """Every tool's hash and costs (and, `as_written`, its schemas' text as the application
+    writes it), then every catalog's totals; row-level security lifted for this transaction
+    only, for every tenant's rows."""
+    m19 = _revision_0019()
+    for table in ("tools", "permissions", "corpus_stats", "mcp_tools"):
+        op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
     bind = op.get_bind()
     rows = bind.execute(TOOLS)
-    update = sa.text(
-        "UPDATE tools SET content_hash = :hash WHERE tenant_id = :tenant_id AND id = :id"
-    )
+    update = UPDATE_WRITTEN if as_written else UPDATE
     while batch := rows.fetchmany(1000):
-        values = [{"tenant_id": r.tenant_id, "id": r.id, "hash": content_hash(r)} for r in batch]
+        values = []
+        for row in batch:
+            anthropic, openai, mcp = costs(row, m19)
+            value = {
+                "tenant_id": row.tenant_id, "id": row.id, "hash": content_hash(row),
+                "anthropic": anthropic, "openai": openai, "mcp": mcp,
+            }  # fmt: skip
+            for column in SCHEMAS if as_written else ():
+                stored = getattr(row, column)
+                value[column] = None if stored is None else _written(stored)
+            values.append(value)
         bind.execute(update, values)
-    op.execute("ALTER TABLE tools FORCE ROW LEVEL SECURITY")
-    op.execute("ALTER TABLE permissions FORCE ROW LEVEL SECURITY")
+    if as_written:
+        definitions = bind.execute(
+            sa.text("SELECT tenant_id, source_id, remote_name, definition FROM mcp_tools")
+        )
+        while batch := definitions.fetchmany(1000):
+            bind.execute(
+                sa.text(
+                    "UPDATE mcp_tools SET definition = CAST(:definition AS json)"
+                    " WHERE tenant_id = :tenant_id AND source_id = :source_id"
+                    " AND remote_name = :remote_name"
+                ),
+                [{**r._asdict(), "definition": _written(r.definition)} for r in batch],
+            )
+    op.execute(TOTALS)
+    for table in ("tools", "permissions", "corpus_stats", "mcp_tools"):
+        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
 def upgrade() -> None:
@@ -172,14 +297,22 @@ def upgrade() -> None:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE json USING {column}::json")
     op.execute(SERVED_SCHEMA)
     op.execute(DEFINITION)
-    _rehash(lambda row: _hash(row, sort_keys=False))
+    # Like every other function of the app (0008); 0019 left its own to PUBLIC.
+    for signature in FUNCTIONS:
+        op.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
+        op.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {APP_ROLE}")
+    _rewrite(lambda row: _hash(row, sort_keys=False), _costs_now, as_written=True)
 
 
 def downgrade() -> None:
     op.execute("SET LOCAL lock_timeout = '5s'")
-    op.execute("DROP FUNCTION toolsift_definition(text, text, text, json, json, json, text)")
-    op.execute("DROP FUNCTION toolsift_served_schema(json)")
+    op.execute(f"DROP FUNCTION {FUNCTIONS[0]}")
+    op.execute(f"DROP FUNCTION {FUNCTIONS[1]}")
+    op.execute(f"REVOKE ALL ON FUNCTION {FUNCTIONS[2]} FROM {APP_ROLE}")
+    op.execute(f"GRANT EXECUTE ON FUNCTION {FUNCTIONS[2]} TO PUBLIC")
     for table, column in COLUMNS:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE jsonb USING {column}::jsonb")
     op.execute(DEFINITION_BEFORE)
-    _rehash(lambda row: _hash(row, sort_keys=True))
+    op.execute(f"REVOKE ALL ON FUNCTION {SIGNATURE_BEFORE} FROM PUBLIC")
+    op.execute(f"GRANT EXECUTE ON FUNCTION {SIGNATURE_BEFORE} TO {APP_ROLE}")
+    _rewrite(lambda row: _hash(row, sort_keys=True), _costs_before, as_written=False)

@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 from .config import APP_ROLE, libpq_url, normalise_database_url
+from .models.base import json_text
 
 ALL_PERMISSIONS = "*"
 #: Reads a few columns across tenants (metrics, the operator's tenant list); migrations grant it.
@@ -73,6 +74,7 @@ class Database:
             max_overflow=max_overflow,
             pool_recycle=3600,
             pool_pre_ping=True,
+            json_serializer=json_text,
         )
         event.listen(self.engine, "connect", _as_app_role)
         self._snapshot_engine = self.engine.execution_options(isolation_level="REPEATABLE READ")

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.factories import Caller, agent_key
+from tests.fixtures.jsontext import compact_json
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
 QUERY = "export the ledger"
@@ -88,25 +89,7 @@ def test_openai_counts_its_wrapper(agent: Caller) -> None:
 
 def served_tools(response_text: str) -> str:
     """The `tools` array as the server wrote it, compacted (no blanks outside strings)."""
-    start = response_text.index('"tools":[') + len('"tools":')
-    out: list[str] = []
-    depth, in_string, escaped = 0, False, False
-    for char in response_text[start:]:
-        if in_string:
-            out.append(char)
-            escaped, in_string = (
-                (not escaped and char == "\\"),
-                in_string and not (char == '"' and not escaped),
-            )
-            continue
-        if char in " \n":
-            continue
-        out.append(char)
-        in_string = char == '"'
-        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
-        if depth == 0:
-            break
-    return "".join(out)
+    return compact_json(response_text[response_text.index('"tools":[') + len('"tools":') :])
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
@@ -141,6 +124,33 @@ def test_numbers_cost_what_the_server_writes_out(
         assert "1e+308" in wire
         assert "-1.5e-10" in wire
     assert json.loads(wire) == body["tools"]  # compacting changed nothing but blanks
+    assert body["tokens"] == math.ceil(len(wire[1:-1].encode()) / 4)
+    listed = admin.ok(admin.get("/admin/v1/tools"))["items"]
+    assert body["tokens"] == listed[0]["token_costs"][fmt]
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+def test_text_beyond_ascii_costs_what_the_server_writes_out(admin: Caller, fmt: str) -> None:
+    """Accents, curly quotes, CJK and emoji are served as UTF-8, not as `\\u` escapes (six
+    or twelve bytes each), and counted as such; escapes that JSON requires stay escapes."""
+    text = 'Résumé\u2019s \u201cétat\u201d 日本語の検索 😀 tab\there, quote " and line\u2028end'
+    schema = {"type": "object", "properties": {"query": {"type": "string", "description": text}}}
+    tool = {
+        "name": "ledger_search",
+        "title": "Recherche €",
+        "description": f"Search. {text}",
+        "input_schema": schema,
+        "output_schema": {"type": "object", "description": text},
+        "annotations": {"title": text},
+    }
+    admin.ok(admin.post("/admin/v1/tools", tool), 201)
+    agent = agent_key(admin, [])
+    response = agent.select(QUERY, mode="bm25", format=fmt, budget_tokens=200_000)
+    body = response.json()
+    wire = served_tools(response.text)
+    assert "日本語" in wire
+    assert "\\u65e5" not in wire
+    assert json.loads(wire) == body["tools"]
     assert body["tokens"] == math.ceil(len(wire[1:-1].encode()) / 4)
     listed = admin.ok(admin.get("/admin/v1/tools"))["items"]
     assert body["tokens"] == listed[0]["token_costs"][fmt]

@@ -50,6 +50,12 @@ def _written(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+def json_text(value: Any) -> str:
+    """JSON as the engine writes it (`Database`), and so as a `json` column serves it:
+    compact and UTF-8 as is, the text the token costs count (`tools.definitions`)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
