@@ -31,7 +31,7 @@ from toolsift.bench.synthetic import generate_catalog
 from toolsift.db import Database
 
 ROOT = Path(__file__).resolve().parents[1]
-MIGRATION = ROOT / "migrations/versions/2026-12-05-1000_definitions_in_the_order_written.py"
+MIGRATION = ROOT / "migrations/versions/2026-12-05-0930_definitions_the_model_apis_accept.py"
 FORMATS = ("anthropic", "openai", "mcp")
 RENDER = (
     "SELECT sum(length(toolsift_definition("
@@ -40,12 +40,13 @@ RENDER = (
 
 
 def _before_0020() -> str:
-    spec = spec_from_file_location("toolsift_migration_0020", MIGRATION)
+    """0019's `toolsift_definition`, the `jsonb` overload."""
+    spec = spec_from_file_location("toolsift_migration_0019", MIGRATION)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load {MIGRATION}")
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module.DEFINITION_BEFORE)
+    return str(module.DEFINITION)
 
 
 def _cpu_us(pid: int) -> float:

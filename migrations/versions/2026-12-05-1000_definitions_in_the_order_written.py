@@ -94,42 +94,6 @@ AS $$
 $$
 """
 
-# 0019's function, as it was: recreated on the way down.
-DEFINITION_BEFORE = """
-CREATE FUNCTION toolsift_definition(
-    p_name text, p_title text, p_description text, p_input jsonb, p_output jsonb,
-    p_annotations jsonb, p_format text
-) RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $$
-    SELECT CASE p_format
-        WHEN 'anthropic' THEN json_build_object(
-            'name', p_name, 'description', p_description,
-            'input_schema', toolsift_model_schema(p_input))::text
-        WHEN 'anthropic_tool_reference' THEN json_build_object(
-            'type', 'tool_reference', 'tool_name', p_name)::text
-        WHEN 'openai' THEN json_build_object(
-            'type', 'function', 'function', json_build_object(
-                'name', p_name,
-                'description', CASE WHEN char_length(p_description) > 1024
-                                    THEN left(p_description, 1023) || U&'\\2026'
-                                    ELSE p_description END,
-                'parameters', toolsift_model_schema(p_input)))::text
-        ELSE '{"name":' || to_json(p_name)::text
-            || CASE WHEN coalesce(p_title, '') <> ''
-                    THEN ',"title":' || to_json(p_title)::text ELSE '' END
-            || ',"description":' || to_json(p_description)::text
-            || ',"inputSchema":' || p_input::text
-            -- A JSON null is no schema, as an SQL NULL is.
-            || CASE WHEN jsonb_typeof(p_output) <> 'null'
-                    THEN ',"outputSchema":' || p_output::text ELSE '' END
-            || CASE WHEN jsonb_typeof(p_annotations) <> 'null'
-                    THEN ',"annotations":' || p_annotations::text ELSE '' END
-            || '}'
-    END
-$$
-"""
-
 APP_ROLE = "toolsift_app"
 FUNCTIONS = (
     "toolsift_definition(text, text, text, json, json, json, text)",
@@ -312,7 +276,7 @@ def downgrade() -> None:
     op.execute(f"GRANT EXECUTE ON FUNCTION {FUNCTIONS[2]} TO PUBLIC")
     for table, column in COLUMNS:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE jsonb USING {column}::jsonb")
-    op.execute(DEFINITION_BEFORE)
+    op.execute(_revision_0019().DEFINITION)  # 0019's function, as it was
     op.execute(f"REVOKE ALL ON FUNCTION {SIGNATURE_BEFORE} FROM PUBLIC")
     op.execute(f"GRANT EXECUTE ON FUNCTION {SIGNATURE_BEFORE} TO {APP_ROLE}")
     _rewrite(lambda row: _hash(row, sort_keys=True), _costs_before, as_written=False)

@@ -43,16 +43,18 @@ def served_schema(definition: dict[str, Any], fmt: str) -> dict[str, Any]:
     return definition["inputSchema"]  # type: ignore[no-any-return]
 
 
+TOOL = {
+    "name": "search_orders",
+    "description": "Search the orders.",
+    "input_schema": SCHEMA,
+    "output_schema": OUTPUT,
+    "annotations": ANNOTATIONS,
+}
+
+
 @pytest.fixture
 def created(admin: Caller) -> dict[str, Any]:
-    tool = {
-        "name": "search_orders",
-        "description": "Search the orders.",
-        "input_schema": SCHEMA,
-        "output_schema": OUTPUT,
-        "annotations": ANNOTATIONS,
-    }
-    return admin.ok(admin.post("/admin/v1/tools", tool), 201)  # type: ignore[no-any-return]
+    return admin.ok(admin.post("/admin/v1/tools", TOOL), 201)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
@@ -90,18 +92,11 @@ def test_a_change_elsewhere_keeps_the_order(admin: Caller, created: dict[str, An
 def test_a_new_order_is_a_new_version_and_the_same_order_is_not(
     admin: Caller, created: dict[str, Any]
 ) -> None:
-    tool = {
-        "name": "search_orders",
-        "description": "Search the orders.",
-        "input_schema": SCHEMA,
-        "output_schema": OUTPUT,
-        "annotations": ANNOTATIONS,
-    }
-    same = admin.ok(admin.put("/admin/v1/tools", {"tools": [tool]}))
+    same = admin.ok(admin.put("/admin/v1/tools", {"tools": [TOOL]}))
     assert (same["unchanged"], same["updated"]) == (1, 0)
     reordered = {**SCHEMA, "properties": dict(reversed(PROPERTIES.items()))}
     result = admin.ok(
-        admin.put("/admin/v1/tools", {"tools": [{**tool, "input_schema": reordered}]})
+        admin.put("/admin/v1/tools", {"tools": [{**TOOL, "input_schema": reordered}]})
     )
     assert (result["unchanged"], result["updated"]) == (0, 1)
     read = admin.ok(admin.get(f"/admin/v1/tools/{created['id']}"))
