@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 from alembic import command
@@ -283,12 +284,66 @@ def _served_against_stored(url: str) -> dict[str, dict[str, tuple[int, int]]]:
     return served
 
 
+def _stored_as_written(url: str) -> None:
+    """Every stored schema and MCP definition is the text the application writes (compact,
+    UTF-8 as is), and every statistics bucket's totals are its live tools' costs."""
+    from toolsift.models.base import json_text
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute("SET row_security = off")
+        texts = conn.execute(
+            "SELECT input_schema::text, output_schema::text, annotations::text FROM tools"
+            " UNION ALL SELECT definition::text, NULL, NULL FROM mcp_tools"
+        ).fetchall()
+        for row in texts:
+            for text_ in filter(None, row):
+                assert text_ == json_text(json.loads(text_))
+        mismatched = conn.execute(
+            "SELECT c.permission_key FROM corpus_stats c LEFT JOIN ("
+            "  SELECT coalesce(required_permission_id, '00000000-0000-0000-0000-000000000000')"
+            "         AS permission_key, tenant_id, sum(token_cost) AS a,"
+            "         sum(openai_token_cost) AS o, sum(mcp_token_cost) AS m"
+            "  FROM tools WHERE deleted_at IS NULL GROUP BY 1, 2) s"
+            " ON s.tenant_id = c.tenant_id AND s.permission_key = c.permission_key"
+            " WHERE (c.total_tokens, c.openai_total_tokens, c.mcp_total_tokens)"
+            "       IS DISTINCT FROM (coalesce(s.a, 0), coalesce(s.o, 0), coalesce(s.m, 0))"
+        ).fetchall()
+        assert mismatched == []
+
+
+def _add_mcp_definition(url: str, tenant_id: UUID, definition: dict[str, Any]) -> None:
+    """An MCP source with one imported definition, for the first of the tenant's tools."""
+    from toolsift.db import ALL_PERMISSIONS, Database
+    from toolsift.models import McpSource, McpTool, Tool
+
+    database = Database(url, pool_size=1)
+    try:
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tool_id = session.query(Tool.id).order_by(Tool.position).limit(1).scalar()
+            source = McpSource(
+                tenant_id=tenant_id, id=uuid4(), name="srv", prefix="srv", transport="http",
+                url="http://127.0.0.1:1/mcp",
+            )  # fmt: skip
+            session.add(source)
+            session.flush()
+            session.add(
+                McpTool(
+                    tenant_id=tenant_id, source_id=source.id, remote_name="search",
+                    tool_id=tool_id, definition=definition, definition_hash="0" * 64,
+                    review_state="approved",
+                )
+            )  # fmt: skip
+    finally:
+        database.dispose()
+
+
 def test_0020_writes_the_stored_schemas_as_the_application_does(
     pg_server: str, worker_id: str
 ) -> None:
-    """Rows from 0019 (numbers spelt out by jsonb) are written again in the application's
-    spelling and counted by its rules, so a later change to another field, which leaves the
-    schema's text alone, still costs what is served; and the way down counts jsonb's text."""
+    """Rows from 0019 (numbers spelt out and text spaced by jsonb) are written again as the
+    application writes them and counted by its rules, so a later change to another field,
+    which leaves the schema's text alone, still costs what is served; and the way down
+    counts jsonb's text. Deleted tools stay out of the totals."""
     from toolsift.db import ALL_PERMISSIONS, Database
     from toolsift.tools.schemas import ToolCreate, ToolUpdate
     from toolsift.tools.service import tool as tool_service
@@ -308,15 +363,21 @@ def test_0020_writes_the_stored_schemas_as_the_application_does(
             ToolCreate(name="numbers", description="N.", input_schema=numbers,
                        annotations={"title": "Reçu 1e-7", "ratio": 2.5e-8}),
             ToolCreate(name="either", description="E.", input_schema=either),
+            ToolCreate(name="long", title="Ledger é", description="w" * 1100,
+                       output_schema={"type": "object", "description": "日本"}),
+            ToolCreate(name="gone", description="Deleted.", input_schema=numbers),
         ]  # fmt: skip
-        tenant_id = _write_tools(url, items)
+        tenant_id = _write_tools(url, items, delete="gone")
+        _add_mcp_definition(url, tenant_id, {"name": "search", "inputSchema": numbers})
         written = _costs(url)
         costs_match(url)
+        _stored_as_written(url)
         command.downgrade(alembic_config(url), "0019")
         costs_match(url)  # jsonb spells 1e-7 out: it costs more there
         assert _costs(url) != written
         upgrade(url)
         costs_match(url)
+        _stored_as_written(url)
         assert _costs(url) == written
         database = Database(url, pool_size=1)
         try:
@@ -327,6 +388,7 @@ def test_0020_writes_the_stored_schemas_as_the_application_does(
         finally:
             database.dispose()
         costs_match(url)
+        _stored_as_written(url)
 
 
 def test_no_function_of_the_app_is_left_to_public(database_url: str) -> None:

@@ -221,7 +221,8 @@ def _rewrite(
     for table in ("tools", "permissions", "corpus_stats", "mcp_tools"):
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
     bind = op.get_bind()
-    rows = bind.execute(TOOLS)
+    # A server-side cursor: a thousand rows in memory at a time, whatever the catalogs hold.
+    rows = bind.execute(TOOLS.execution_options(stream_results=True, max_row_buffer=1000))
     update = UPDATE_WRITTEN if as_written else UPDATE
     while batch := rows.fetchmany(1000):
         values = []
@@ -238,7 +239,9 @@ def _rewrite(
         bind.execute(update, values)
     if as_written:
         definitions = bind.execute(
-            sa.text("SELECT tenant_id, source_id, remote_name, definition FROM mcp_tools")
+            sa.text(
+                "SELECT tenant_id, source_id, remote_name, definition FROM mcp_tools"
+            ).execution_options(stream_results=True, max_row_buffer=1000)
         )
         while batch := definitions.fetchmany(1000):
             bind.execute(
@@ -254,8 +257,16 @@ def _rewrite(
         op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
+# Every table the migration changes, locked at once before any is changed: taken one by one
+# (the ALTERs, then the row-level security toggles), a request holding one of them while
+# waiting for another could deadlock with the migration. Reads wait too, for the
+# migration's whole transaction (about a second per 10,000 tools, docs/deploy.md).
+LOCK = "LOCK TABLE tools, mcp_tools, permissions, corpus_stats IN ACCESS EXCLUSIVE MODE"
+
+
 def upgrade() -> None:
     op.execute("SET LOCAL lock_timeout = '5s'")
+    op.execute(LOCK)
     op.execute(f"DROP FUNCTION {SIGNATURE_BEFORE}")
     for table, column in COLUMNS:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE json USING {column}::json")
@@ -270,6 +281,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("SET LOCAL lock_timeout = '5s'")
+    op.execute(LOCK)
     op.execute(f"DROP FUNCTION {FUNCTIONS[0]}")
     op.execute(f"DROP FUNCTION {FUNCTIONS[1]}")
     op.execute(f"REVOKE ALL ON FUNCTION {FUNCTIONS[2]} FROM {APP_ROLE}")
