@@ -122,7 +122,9 @@ def _numbers_written_out(value: Any) -> int:
     digits), so there a float's served text is the plain decimal of its spelling.
     """
     if isinstance(value, float):
-        return len(format(Decimal(repr(value)), "f")) - len(repr(value))
+        # A numeric has no sign of zero: -0.0 goes out as 0.0.
+        written_out = format(Decimal(repr(value)) + 0 if value == 0 else Decimal(repr(value)), "f")
+        return len(written_out) - len(repr(value))
     if isinstance(value, dict):
         return sum(_numbers_written_out(v) for v in value.values())
     if isinstance(value, list):
