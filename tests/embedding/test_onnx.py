@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +248,21 @@ def test_a_damaged_cached_file_is_built_again(tmp_path: Path) -> None:
     assert again.model_path == path
     assert path.read_bytes() == whole
     assert again.embed(["refund an order"]) == OnnxBackend().embed(["refund an order"])
+
+
+def test_what_a_killed_build_left_is_removed_by_the_next(tmp_path: Path) -> None:
+    # A build's steps go to a scratch folder beside the file; a killed build leaves it.
+    stale, recent = tmp_path / ".building-stale", tmp_path / ".building-recent"
+    for folder in (stale, recent):
+        folder.mkdir()
+        (folder / "folded.onnx").write_bytes(b"x" * 1024)
+    hour_ago = time.time() - 3600
+    os.utime(stale, (hour_ago, hour_ago))
+    path = OnnxBackend(cache_dir=tmp_path).model_path
+    # The stale folder is gone; one that may belong to a build still running stays.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [path.name, f"{path.name}.sha256", recent.name]
+    )
 
 
 def test_an_unloadable_model_is_an_embedding_error(tmp_path: Path) -> None:

@@ -143,11 +143,16 @@ def _write_digest(target: Path, digest: str) -> None:
 
 
 def _remove_stale_partials(folder: Path) -> None:
+    """What builds that were killed left behind: partial files, and the scratch folders
+    of the build's steps (`build`)."""
     cutoff = time.time() - _STALE_PARTIAL_SECONDS
     for partial in folder.glob(".building-*"):
         with contextlib.suppress(OSError):
             if partial.stat().st_mtime < cutoff:
-                partial.unlink()
+                if partial.is_dir():
+                    shutil.rmtree(partial)
+                else:
+                    partial.unlink()
 
 
 def _build_private(
@@ -210,7 +215,9 @@ def build(source: Path, target: Path) -> None:
         )
     except ModuleNotFoundError as exc:
         raise EmbeddingError(f"the build needs the onnx package ({exc})") from exc
-    with tempfile.TemporaryDirectory(prefix="toolsift-build-") as scratch:
+    # Beside the target, named as a partial: a build killed midway leaves its 200 MB of
+    # steps where the next build removes them, not in /tmp for good.
+    with tempfile.TemporaryDirectory(prefix=".building-", dir=target.parent) as scratch:
         folded = Path(scratch) / "folded.onnx"
         options = ort.SessionOptions()
         # Basic level only: constant folding turns the packaged DequantizeLinear weights
