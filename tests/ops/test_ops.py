@@ -404,6 +404,33 @@ def test_the_worker_logs_as_the_api_does(tmp_path: Path) -> None:
     assert not re.search(r"^\[\d{4}-\d\d-\d\d", log.read_text(), re.MULTILINE)
 
 
+def test_the_worker_takes_its_concurrency_from_dotenv(tmp_path: Path) -> None:
+    """Like every setting, `TOOLSIFT_WORKER_CONCURRENCY` may come from `.env`; the option
+    given on the command line wins."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env |= {
+        "TOOLSIFT_REDIS_URL": "redis://127.0.0.1:1/0",
+        "TOOLSIFT_DATABASE_URL": "postgresql://x@127.0.0.1:1/x",
+    }
+    (tmp_path / ".env").write_text("TOOLSIFT_WORKER_CONCURRENCY=3\n")
+    for options, expected in (([], b"3"), (["--concurrency", "2"], b"2")):
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "toolsift.cli", "worker", *options],
+            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            # The command becomes Celery (exec): its arguments are the worker's.
+            cmdline = Path(f"/proc/{worker.pid}/cmdline")
+            deadline = time.monotonic() + 60
+            while b"celery" not in cmdline.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            arguments = cmdline.read_bytes().split(b"\0")
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+        assert arguments[arguments.index(b"--concurrency") + 1] == expected
+
+
 @pytest.mark.parametrize("command", [["worker"], ["beat"]])
 def test_the_worker_and_beat_say_what_is_not_set(command: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
