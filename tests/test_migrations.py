@@ -14,7 +14,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from psycopg import sql
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
 from tests.fixtures.jsontext import compact_json
 from toolsift.config import normalise_database_url
@@ -311,28 +311,26 @@ def _stored_as_written(url: str) -> None:
         assert mismatched == []
 
 
-def _add_mcp_definition(url: str, tenant_id: UUID, definition: dict[str, Any]) -> None:
-    """An MCP source with one imported definition, for the first of the tenant's tools."""
+def _add_mcp_definitions(url: str, tenant_id: UUID, entries: list[dict[str, Any]]) -> None:
+    """An MCP source with these entries (`McpTool` fields), one per tool in registry order."""
     from toolsift.db import ALL_PERMISSIONS, Database
     from toolsift.models import McpSource, McpTool, Tool
 
     database = Database(url, pool_size=1)
     try:
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-            tool_id = session.query(Tool.id).order_by(Tool.position).limit(1).scalar()
+            tool_ids = list(session.scalars(select(Tool.id).order_by(Tool.position)))
             source = McpSource(
                 tenant_id=tenant_id, id=uuid4(), name="srv", prefix="srv", transport="http",
                 url="http://127.0.0.1:1/mcp",
             )  # fmt: skip
             session.add(source)
             session.flush()
-            session.add(
-                McpTool(
-                    tenant_id=tenant_id, source_id=source.id, remote_name="search",
-                    tool_id=tool_id, definition=definition, definition_hash="0" * 64,
-                    review_state="approved",
+            for tool_id, entry in zip(tool_ids, entries, strict=False):
+                fields = {"definition_hash": "0" * 64, "review_state": "approved", **entry}
+                session.add(
+                    McpTool(tenant_id=tenant_id, source_id=source.id, tool_id=tool_id, **fields)
                 )
-            )  # fmt: skip
     finally:
         database.dispose()
 
@@ -368,7 +366,8 @@ def test_0020_writes_the_stored_schemas_as_the_application_does(
             ToolCreate(name="gone", description="Deleted.", input_schema=numbers),
         ]  # fmt: skip
         tenant_id = _write_tools(url, items, delete="gone")
-        _add_mcp_definition(url, tenant_id, {"name": "search", "inputSchema": numbers})
+        definition = {"name": "search", "inputSchema": numbers}
+        _add_mcp_definitions(url, tenant_id, [{"remote_name": "search", "definition": definition}])
         written = _costs(url)
         costs_match(url)
         _stored_as_written(url)
@@ -403,3 +402,43 @@ def test_no_function_of_the_app_is_left_to_public(database_url: str) -> None:
             "   SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0))"
         ).fetchall()
     assert open_to_public == []
+
+
+def test_0021_pins_the_hash_of_what_is_served(pg_server: str, worker_id: str) -> None:
+    """A pin of the current definition follows its hash both ways; a pin of an older one
+    (the tool held again) stays, matching nothing."""
+    from toolsift.mcp.catalog import definition_hash
+    from toolsift.tools.schemas import ToolCreate
+
+    def stored(url: str) -> dict[str, tuple[str, str | None]]:
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            conn.execute("SET row_security = off")
+            rows = conn.execute(
+                "SELECT remote_name, definition_hash, approved_hash FROM mcp_tools"
+            ).fetchall()
+        return {name: (digest, approved) for name, digest, approved in rows}
+
+    with _scratch_database(pg_server, f"toolsift_review_hash_{worker_id}") as url:
+        tools = [ToolCreate(name=n, description="T.") for n in ("t", "u")]
+        tenant_id = _write_tools(url, tools)
+        stamped = {"name": "add", "description": "Adds.", "_meta": {"at": "01:00"}}
+        plain = {"name": "sub", "description": "Subtracts."}
+        served = definition_hash(stamped)
+        assert served == definition_hash({k: v for k, v in stamped.items() if k != "_meta"})
+        _add_mcp_definitions(
+            url,
+            tenant_id,
+            [
+                {"remote_name": "add", "definition": stamped, "definition_hash": served,
+                 "approved_hash": served},
+                {"remote_name": "sub", "definition": plain, "review_state": "held",
+                 "definition_hash": definition_hash(plain), "approved_hash": "f" * 64},
+            ],
+        )  # fmt: skip
+        at_head = stored(url)
+        command.downgrade(alembic_config(url), "0020")
+        whole = stored(url)["add"][0]
+        assert whole != served  # `_meta` counted before
+        assert stored(url) == {"add": (whole, whole), "sub": (at_head["sub"][0], "f" * 64)}
+        upgrade(url)
+        assert stored(url) == at_head

@@ -45,11 +45,16 @@ class TestConvert:
         (item,) = _convert([_tool(annotations={"title": "Weather now"})])
         assert item.tool.title == "Weather now"
 
-    def test_the_hash_pins_every_field(self) -> None:
+    def test_the_hash_pins_every_field_a_model_can_be_served(self) -> None:
         base = definition_hash(_tool())
         assert definition_hash(_tool(annotations={"readOnlyHint": True})) != base
         assert definition_hash(_tool(outputSchema={"type": "object"})) != base
+        assert definition_hash(_tool(title="Weather")) != base
+        assert definition_hash(_tool(description="Other.")) != base
         assert definition_hash(dict(reversed(list(_tool().items())))) == base
+        # Never served: a server may restamp them on every listing.
+        assert definition_hash(_tool(_meta={"fetchedAt": "2026-12-05T01:00:00Z"})) == base
+        assert definition_hash(_tool(icons=[{"src": "https://example.com/i.png"}])) == base
 
     def test_a_ten_megabyte_description_is_refused(self) -> None:
         with pytest.raises(CatalogError, match="-byte definition") as caught:

@@ -86,6 +86,31 @@ class TestHeld:
         assert sync(admin, poisoned)["held"] == 0
         assert "srv_add" in seen_by(agent)
 
+    def test_a_restamped_meta_keeps_the_approval(
+        self, admin: Caller, agent: Caller, server: LiveServer, poisoned: dict[str, Any]
+    ) -> None:
+        """`_meta` and `icons` are never served: a server that restamps them on every
+        listing must not send an approved tool back to review (out of every agent's sight)."""
+        entry = held(admin)[0]
+        admin.ok(
+            admin.post(
+                f"/admin/v1/mcp/tools/{entry['tool_id']}/approve",
+                {"definition_hash": entry["definition_hash"]},
+            )
+        )
+        server.tools[0] = {
+            **server.tools[0],
+            "_meta": {"fetchedAt": "2026-12-05T01:00:00Z"},
+            "icons": [{"src": "https://example.com/add.png"}],
+        }
+        assert sync(admin, poisoned)["held"] == 0
+        assert "srv_add" in seen_by(agent)
+        (stored,) = [
+            t for t in admin.ok(admin.get("/admin/v1/mcp/tools")) if t["name"] == "srv_add"
+        ]
+        assert stored["review_state"] == "approved"
+        assert stored["definition"]["_meta"] == {"fetchedAt": "2026-12-05T01:00:00Z"}
+
     def test_a_silent_change_to_an_approved_tool_goes_back_to_review(
         self, admin: Caller, agent: Caller, server: LiveServer, poisoned: dict[str, Any]
     ) -> None:

@@ -52,8 +52,17 @@ def registry_name(prefix: str, remote: str) -> str:
     return name
 
 
+#: What the registry takes from a server's definition, and so what a review approves.
+REVIEWED = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+
+
 def definition_hash(definition: Mapping[str, Any]) -> str:
-    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The hash an approval pins: of what a model can be served, not of `_meta` or `icons`,
+    which a server may restamp on every listing (an approved tool would be held again, and
+    hidden from agents, at each sync). Key order is left out too: it changes a tool's
+    version, not what it says (migration 0021)."""
+    reviewed = {key: definition[key] for key in REVIEWED if key in definition}
+    canonical = json.dumps(reviewed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
