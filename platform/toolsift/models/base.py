@@ -43,11 +43,7 @@ class StrictJSON(JSON):
     """
 
     def compare_values(self, x: Any, y: Any) -> bool:
-        return _written(x) == _written(y)
-
-
-def _written(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
+        return json_text(x) == json_text(y)
 
 
 def json_text(value: Any) -> str:
