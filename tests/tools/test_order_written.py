@@ -7,11 +7,16 @@ nobody wrote, and most often not the author's order of importance.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.fixtures.factories import Caller, agent_key
+from tests.fixtures.jsontext import compact_json
 
 # Neither sorted nor in jsonb's order, at the top and one level down.
 PROPERTIES = {
@@ -105,3 +110,63 @@ def test_a_new_order_is_a_new_version_and_the_same_order_is_not(
     agent = agent_key(admin, [])
     (definition,) = agent.ok(agent.select(QUERY, mode="bm25"))["tools"]
     assert list(definition["input_schema"]["properties"]) == list(reversed(PROPERTIES))
+
+
+# Any text a tool may store: no NUL, no lone surrogate (refused at input, `kit.text`).
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+_KEYS = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=12,
+)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+_PROPERTIES = st.dictionaries(
+    _KEYS,
+    st.fixed_dictionaries(
+        {"type": st.just("string")}, optional={"default": _JSON, "description": _TEXT}
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(properties=_PROPERTIES, annotations=st.dictionaries(_KEYS, _JSON, max_size=3))
+def test_any_schema_comes_back_and_is_served_as_written(
+    admin: Caller, properties: dict[str, Any], annotations: dict[str, Any]
+) -> None:
+    """Random keys (any script, any order), numbers and nesting: read back and served
+    byte for byte as JSON says them, and the budget counts exactly what is served."""
+    schema = {"type": "object", "properties": properties}
+    tool = {
+        "name": "anything",
+        "description": "Anything at all.",
+        "input_schema": schema,
+        "annotations": annotations,
+        "core": True,  # chosen by every select, whatever the query
+    }
+    admin.ok(admin.put("/admin/v1/tools", {"tools": [tool]}))
+    (read,) = admin.ok(admin.get("/admin/v1/tools"))["items"]
+    assert json.dumps(read["input_schema"]) == json.dumps(schema)
+    assert json.dumps(read["annotations"]) == json.dumps(annotations)
+    agent = agent_key(admin, [], name=f"agent-{read['version']}")
+    for fmt in ("mcp", "anthropic"):
+        response = agent.select("anything", mode="bm25", format=fmt, budget_tokens=200_000)
+        body = response.json()
+        (served,) = body["tools"]
+        key = "inputSchema" if fmt == "mcp" else "input_schema"
+        assert json.dumps(served[key]) == json.dumps(schema)
+        wire = compact_json(response.text[response.text.index('"tools":[') + len('"tools":') :])
+        assert body["tokens"] == math.ceil(len(wire[1:-1].encode()) / 4) == read["token_costs"][fmt]
