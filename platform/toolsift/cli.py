@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import json
 import os
 import re
@@ -489,6 +490,25 @@ def _raise_exit(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def exposure(host: str, settings: Settings, *, demo: bool) -> str | None:
+    """Why `up` on this interface deserves a warning, if it does: the development stack is
+    for this machine, and since TOOLSIFT_HOST may come from a `.env` written for `serve`,
+    another interface can be chosen without typing it."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        loopback = False
+    if loopback:
+        return None
+    reasons = ["the demo tenant's keys are printed below"] if demo else []
+    if settings.key_pepper.startswith("changethis"):
+        reasons.append("API keys are hashed with the development pepper")
+    if not settings.metrics_token:
+        reasons.append("/metrics answers anyone")
+    said = f"the API listens on {host}, reachable from other machines"
+    return f"{said}: {'; '.join(reasons)}" if reasons else said
+
+
 def _banner(
     settings: Settings, host: str, port: int, database_url: str, redis_url: str, state: Path | None
 ) -> None:
@@ -500,8 +520,12 @@ def _banner(
     table.add_row("Redis", redis_url)
     table.add_row("data", str(settings.data_dir.resolve()))
     console.print(table)
-    if state is not None and state.exists():
-        demo = json.loads(state.read_text())
+    demo = state is not None and state.exists()
+    if (warning := exposure(host, settings, demo=demo)) is not None:
+        console.print(f"\n[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+    if demo:
+        assert state is not None
+        demo_state = json.loads(state.read_text())
         body = json.dumps(
             {
                 "messages": [{"role": "user", "content": "where is my order? it has not shipped"}],
@@ -510,10 +534,10 @@ def _banner(
                 "budget_tokens": 2000,
             }
         )
-        console.print(f"\ndemo tenant {demo['tenant_id']} (keys in {state})")
+        console.print(f"\ndemo tenant {demo_state['tenant_id']} (keys in {state})")
         console.print("select tools for a turn:\n")
         console.print(
-            f"curl -s {url}/v1/select -H 'Authorization: Bearer {demo['agent_key']}' "
+            f"curl -s {url}/v1/select -H 'Authorization: Bearer {demo_state['agent_key']}' "
             f"-H 'Content-Type: application/json' -d {shlex.quote(body)}",
             soft_wrap=True,
             highlight=False,

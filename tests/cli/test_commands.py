@@ -590,3 +590,22 @@ def test_eval_refuses_an_unknown_mode_before_reading_the_dataset(tmp_path: Path)
     result = runner.invoke(app, ["eval", str(tmp_path / "absent"), "--modes", "bm25,fuzzy"])
     assert result.exit_code == 2
     assert "unknown mode 'fuzzy'" in result.output
+
+
+def test_up_warns_when_the_development_stack_is_reachable_from_other_machines() -> None:
+    from toolsift.cli import exposure
+    from toolsift.config import Settings
+
+    development = Settings(env="development")
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert exposure(host, development, demo=True) is None
+    warning = exposure("0.0.0.0", development, demo=True)
+    assert warning is not None
+    for said in ("0.0.0.0", "demo tenant's keys", "development pepper", "/metrics"):
+        assert said in warning
+    hardened = Settings(env="development", key_pepper="p" * 40, metrics_token="t" * 40)
+    warning = exposure("192.0.2.10", hardened, demo=False)
+    assert warning is not None
+    for unsaid in ("demo", "pepper", "/metrics"):
+        assert unsaid not in warning
+    assert exposure("toolsift.example", development, demo=False) is not None
