@@ -17,7 +17,7 @@ from psycopg import sql
 from sqlalchemy import create_engine, select, text
 
 from tests.fixtures.jsontext import compact_json
-from toolsift.config import normalise_database_url
+from toolsift.config import libpq_url, normalise_database_url
 from toolsift.migrate import alembic_config, ensure_database, upgrade
 from toolsift.models import Base
 
@@ -119,6 +119,14 @@ def _scratch_database(pg_server: str, name: str) -> Iterator[str]:
         drop()
 
 
+@contextmanager
+def _every_row(url: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    """The owner's connection with row-level security off: every tenant's rows."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        conn.execute("SET row_security = off")
+        yield conn
+
+
 def _write_tools(url: str, items: list[Any], *, delete: str | None = None) -> UUID:
     """A tenant with these tools, written by the application at head (`delete`: one of them
     deleted afterwards); its id."""
@@ -159,8 +167,7 @@ def _upsert(url: str, tenant_id: UUID, items: list[Any]) -> dict[str, str]:
 
 def _costs(url: str) -> set[tuple[Any, ...]]:
     """Every tool's three token costs and every statistics bucket's three totals."""
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-        conn.execute("SET row_security = off")
+    with _every_row(url) as conn:
         tools = conn.execute(
             "SELECT name, token_cost, openai_token_cost, mcp_token_cost FROM tools"
         ).fetchall()
@@ -239,8 +246,7 @@ def test_0020_keeps_the_order_written_and_hashes_what_is_stored(
     from toolsift.tools.schemas import ToolCreate
 
     def stored(url: str) -> tuple[list[str], str]:
-        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-            conn.execute("SET row_security = off")
+        with _every_row(url) as conn:
             row = conn.execute("SELECT input_schema, content_hash FROM tools").fetchone()
             assert row is not None
             return list(row[0]["properties"]), row[1]
@@ -269,8 +275,7 @@ def _served_against_stored(url: str) -> dict[str, dict[str, tuple[int, int]]]:
     """Per tool and format: the cost of what `toolsift_definition` serves (compacted) and
     the stored cost."""
     served: dict[str, dict[str, tuple[int, int]]] = {}
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-        conn.execute("SET row_security = off")
+    with _every_row(url) as conn:
         for fmt, column in (("anthropic", "token_cost"), ("openai", "openai_token_cost"),
                             ("mcp", "mcp_token_cost")):  # fmt: skip
             rows = conn.execute(
@@ -289,8 +294,7 @@ def _stored_as_written(url: str) -> None:
     UTF-8 as is), and every statistics bucket's totals are its live tools' costs."""
     from toolsift.models.base import json_text
 
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-        conn.execute("SET row_security = off")
+    with _every_row(url) as conn:
         texts = conn.execute(
             "SELECT input_schema::text, output_schema::text, annotations::text FROM tools"
             " UNION ALL SELECT definition::text, NULL, NULL FROM mcp_tools"
@@ -411,8 +415,7 @@ def test_0021_pins_the_hash_of_what_is_served(pg_server: str, worker_id: str) ->
     from toolsift.tools.schemas import ToolCreate
 
     def stored(url: str) -> dict[str, tuple[str, str | None]]:
-        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-            conn.execute("SET row_security = off")
+        with _every_row(url) as conn:
             rows = conn.execute(
                 "SELECT remote_name, definition_hash, approved_hash FROM mcp_tools"
             ).fetchall()

@@ -39,6 +39,8 @@ down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# What the rewrite reads or writes: locked together, row-level security lifted for it.
+TABLES = ("tools", "mcp_tools", "permissions", "corpus_stats")
 COLUMNS = (
     ("tools", "input_schema"),
     ("tools", "output_schema"),
@@ -218,7 +220,7 @@ def _rewrite(
     writes it), then every catalog's totals; row-level security lifted for this transaction
     only, for every tenant's rows."""
     m19 = _revision_0019()
-    for table in ("tools", "permissions", "corpus_stats", "mcp_tools"):
+    for table in TABLES:
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
     bind = op.get_bind()
     # A server-side cursor: a thousand rows in memory at a time, whatever the catalogs hold.
@@ -253,7 +255,7 @@ def _rewrite(
                 [{**r._asdict(), "definition": _written(r.definition)} for r in batch],
             )
     op.execute(TOTALS)
-    for table in ("tools", "permissions", "corpus_stats", "mcp_tools"):
+    for table in TABLES:
         op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
@@ -261,7 +263,7 @@ def _rewrite(
 # (the ALTERs, then the row-level security toggles), a request holding one of them while
 # waiting for another could deadlock with the migration. Reads wait too, for the
 # migration's whole transaction (about a second per 10,000 tools, docs/deploy.md).
-LOCK = "LOCK TABLE tools, mcp_tools, permissions, corpus_stats IN ACCESS EXCLUSIVE MODE"
+LOCK = f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE"
 
 
 def upgrade() -> None:

@@ -520,12 +520,10 @@ def _banner(
     table.add_row("Redis", redis_url)
     table.add_row("data", str(settings.data_dir.resolve()))
     console.print(table)
-    demo = state is not None and state.exists()
-    if (warning := exposure(host, settings, demo=demo)) is not None:
+    demo = json.loads(state.read_text()) if state is not None and state.exists() else None
+    if (warning := exposure(host, settings, demo=demo is not None)) is not None:
         console.print(f"\n[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
-    if demo:
-        assert state is not None
-        demo_state = json.loads(state.read_text())
+    if demo is not None:
         body = json.dumps(
             {
                 "messages": [{"role": "user", "content": "where is my order? it has not shipped"}],
@@ -534,10 +532,10 @@ def _banner(
                 "budget_tokens": 2000,
             }
         )
-        console.print(f"\ndemo tenant {demo_state['tenant_id']} (keys in {state})")
+        console.print(f"\ndemo tenant {demo['tenant_id']} (keys in {state})")
         console.print("select tools for a turn:\n")
         console.print(
-            f"curl -s {url}/v1/select -H 'Authorization: Bearer {demo_state['agent_key']}' "
+            f"curl -s {url}/v1/select -H 'Authorization: Bearer {demo['agent_key']}' "
             f"-H 'Content-Type: application/json' -d {shlex.quote(body)}",
             soft_wrap=True,
             highlight=False,

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.factories import Caller, agent_key
-from tests.fixtures.jsontext import compact_json
+from tests.fixtures.jsontext import served_tools
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
 QUERY = "export the ledger"
@@ -85,11 +85,6 @@ def test_openai_counts_its_wrapper(agent: Caller) -> None:
     # Exactly what the wrapper adds: `{"type":"function","function":...}`, and `parameters`
     # for `input_schema`: 29 bytes a tool.
     assert measured(openai["tools"]) == openai["tokens"]
-
-
-def served_tools(response_text: str) -> str:
-    """The `tools` array as the server wrote it, compacted (no blanks outside strings)."""
-    return compact_json(response_text[response_text.index('"tools":[') + len('"tools":') :])
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])

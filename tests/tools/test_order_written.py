@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fixtures.factories import Caller, agent_key
-from tests.fixtures.jsontext import compact_json
+from tests.fixtures.jsontext import served_tools
 
 # Neither sorted nor in jsonb's order, at the top and one level down.
 PROPERTIES = {
@@ -168,5 +168,5 @@ def test_any_schema_comes_back_and_is_served_as_written(
         (served,) = body["tools"]
         key = "inputSchema" if fmt == "mcp" else "input_schema"
         assert json.dumps(served[key]) == json.dumps(schema)
-        wire = compact_json(response.text[response.text.index('"tools":[') + len('"tools":') :])
+        wire = served_tools(response.text)
         assert body["tokens"] == math.ceil(len(wire[1:-1].encode()) / 4) == read["token_costs"][fmt]

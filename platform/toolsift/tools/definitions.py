@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from decimal import Decimal
 from typing import Any, Literal, NamedTuple, Protocol
 
 from ..models import Tool
+from ..models.base import json_text
 
 # `anthropic_tool_reference`: names only, as `tool_reference` blocks for a custom tool-search
 # tool's `tool_result` content; the client holds the (deferred) definitions.
@@ -105,11 +105,12 @@ def token_costs(tool: Tool) -> TokenCosts:
 
 def token_cost(tool: Tool, fmt: Format = "anthropic") -> int:
     """About 4 bytes of compact JSON per token: close enough to budget with, no tokenizer."""
-    definition = render(tool, fmt)
-    body = json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
+    body = json_text(render(tool, fmt))  # as the column stores it and serves it
     extra = 0
-    if fmt in ("anthropic", "openai") and any(key in tool.input_schema for key in REFUSED_AT_TOP):
-        extra = _numbers_written_out(model_schema(tool.input_schema))
+    if fmt in ("anthropic", "openai"):
+        schema = model_schema(tool.input_schema)
+        if schema is not tool.input_schema:  # rewritten, in jsonb
+            extra = _numbers_written_out(schema)
     return math.ceil((len(body.encode()) + extra) / 4)
 
 
@@ -162,5 +163,5 @@ def content_hash(tool: Definition, permission: str | None) -> str:
             fields[name] = getattr(tool, name)
     # Keys in the order written, not sorted: the served definition keeps that order, so a
     # schema whose parameters were only reordered is a new version (migration 0020).
-    canonical = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    canonical = json_text(fields)
     return hashlib.sha256(canonical.encode()).hexdigest()
