@@ -271,13 +271,24 @@ def test_0020_keeps_the_order_written_and_hashes_what_is_stored(
         assert stored(url)[0] == ["query", "id"]
 
 
-def _served_against_stored(url: str) -> dict[str, dict[str, tuple[int, int]]]:
+# Each format's stored cost, by the revision that brought it.
+COST_COLUMNS = {
+    "anthropic": "token_cost",
+    "openai": "openai_token_cost",
+    "mcp": "mcp_token_cost",
+    "openai_responses": "openai_responses_token_cost",  # 0022
+}
+
+
+def _served_against_stored(
+    url: str, formats: tuple[str, ...] = ("anthropic", "openai", "mcp")
+) -> dict[str, dict[str, tuple[int, int]]]:
     """Per tool and format: the cost of what `toolsift_definition` serves (compacted) and
     the stored cost."""
     served: dict[str, dict[str, tuple[int, int]]] = {}
     with _every_row(url) as conn:
-        for fmt, column in (("anthropic", "token_cost"), ("openai", "openai_token_cost"),
-                            ("mcp", "mcp_token_cost")):  # fmt: skip
+        for fmt in formats:
+            column = COST_COLUMNS[fmt]
             rows = conn.execute(
                 "SELECT name, toolsift_definition(name, title, description, input_schema,"
                 f" output_schema, annotations, %s), {column} FROM tools",
@@ -445,3 +456,53 @@ def test_0021_pins_the_hash_of_what_is_served(pg_server: str, worker_id: str) ->
         assert stored(url) == {"add": (whole, whole), "sub": (at_head["sub"][0], "f" * 64)}
         upgrade(url)
         assert stored(url) == at_head
+
+
+def test_0022_counts_the_responses_definitions_as_the_application_does(
+    pg_server: str, worker_id: str
+) -> None:
+    """Undone, the new format's column is gone; redone, every tool's cost and every
+    bucket's total are the application's, and each is what `toolsift_definition` serves."""
+    from toolsift.tools.schemas import ToolCreate
+
+    def responses_costs(url: str) -> set[tuple[Any, ...]]:
+        with _every_row(url) as conn:
+            tools = conn.execute("SELECT name, openai_responses_token_cost FROM tools").fetchall()
+            stats = conn.execute(
+                "SELECT permission_key::text, openai_responses_total_tokens FROM corpus_stats"
+            ).fetchall()
+        return {("tool", *row) for row in tools} | {("bucket", *row) for row in stats}
+
+    def costs_match(url: str) -> None:
+        for name, formats in _served_against_stored(url, tuple(COST_COLUMNS)).items():
+            for fmt, (served, stored) in formats.items():
+                assert served == stored, (name, fmt)
+
+    with _scratch_database(pg_server, f"toolsift_responses_{worker_id}") as url:
+        numbers = {
+            "type": "object",
+            "properties": {"amount": {"minimum": 1e-7, "maximum": -0.0, "description": "é"}},
+        }
+        either = {**numbers, "anyOf": [{"required": ["amount"]}]}
+        items = [
+            ToolCreate(name="numbers", description="N.", input_schema=numbers),
+            ToolCreate(name="either", description="E.", input_schema=either),
+            ToolCreate(name="long", description="日本" * 600),
+            ToolCreate(name="gone", description="Deleted.", input_schema=numbers),
+        ]
+        _write_tools(url, items, delete="gone")
+        written = responses_costs(url)
+        costs_match(url)
+        others = _costs(url)
+        command.downgrade(alembic_config(url), "0021")
+        with _every_row(url) as conn:
+            columns = conn.execute(
+                "SELECT count(*) FROM information_schema.columns"
+                " WHERE column_name LIKE 'openai_responses%'"
+            ).fetchone()
+        assert columns == (0,)
+        upgrade(url)
+        assert responses_costs(url) == written
+        assert _costs(url) == others
+        costs_match(url)
+        _stored_as_written(url)

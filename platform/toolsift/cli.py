@@ -810,7 +810,12 @@ def select_command(
     budget: Annotated[int, typer.Option(help="Token budget.")] = 4000,
     plan: Annotated[str, typer.Option(help="Task state: the plan in words.")] = "",
     output_format: Annotated[
-        str, typer.Option("--format", help="anthropic, openai, mcp or anthropic_tool_reference.")
+        str,
+        typer.Option(
+            "--format",
+            help="anthropic, openai (Chat Completions), openai_responses, mcp or"
+            " anthropic_tool_reference.",
+        ),
     ] = "anthropic",
     debug: Annotated[bool, typer.Option(help="Show scores of the candidates.")] = False,
     raw: Annotated[bool, typer.Option(help="Print the JSON response.")] = False,

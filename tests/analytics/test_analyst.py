@@ -144,11 +144,13 @@ class TestAnalystLogin:
         with connect(database_url, create_login(admin, logins)) as conn:
             formats = conn.execute("SELECT DISTINCT format FROM selection_logs").fetchall()
             costs = conn.execute(
-                "SELECT token_cost, openai_token_cost, mcp_token_cost FROM tools"
+                "SELECT token_cost, openai_token_cost, mcp_token_cost,"
+                " openai_responses_token_cost FROM tools"
             ).fetchall()
         assert formats
         assert costs
-        assert all(openai > anthropic for anthropic, openai, _ in costs)
+        assert all(openai > anthropic for anthropic, openai, _, _ in costs)
+        assert all(responses >= openai for _, openai, _, responses in costs)
 
     @pytest.mark.parametrize(
         "statement",

@@ -31,7 +31,7 @@ from toolsift.tools.schemas import ToolCreate
 from toolsift.tools.service import tool as tool_service
 
 MODES = ("bm25", "dense", "hybrid")
-FORMATS = ("anthropic", "openai", "mcp", "anthropic_tool_reference")
+FORMATS = ("anthropic", "openai", "openai_responses", "mcp", "anthropic_tool_reference")
 VERBS = ("get", "list", "create", "update", "delete", "cancel", "refund", "export", "search")
 NOUNS = ("order", "invoice", "account", "ticket", "payment", "user", "report", "plan", "stock")
 WORDS = (
@@ -195,8 +195,8 @@ def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> Te
             r.name: r
             for r in session.execute(
                 text(
-                    "SELECT id, name, position, token_cost, openai_token_cost, mcp_token_cost"
-                    " FROM tools WHERE tenant_id = :t"
+                    "SELECT id, name, position, token_cost, openai_token_cost, mcp_token_cost,"
+                    " openai_responses_token_cost FROM tools WHERE tenant_id = :t"
                 ),
                 {"t": tenant_id},
             )
@@ -212,6 +212,7 @@ def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> Te
                 ("anthropic", rows[t.name].token_cost),
                 ("openai", rows[t.name].openai_token_cost),
                 ("mcp", rows[t.name].mcp_token_cost),
+                ("openai_responses", rows[t.name].openai_responses_token_cost),
             ),
         )
         for t in first + late

@@ -14,6 +14,8 @@ from tests.fixtures.jsontext import served_tools
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
 QUERY = "export the ledger"
+# Every format the budget counts (a tool reference is budgeted as its `anthropic` definition).
+FORMATS = ["anthropic", "openai", "openai_responses", "mcp"]
 # An MCP definition carries the title, the output schema and the annotations; the others not.
 OUTPUT = {
     "type": "object",
@@ -46,7 +48,7 @@ def agent(admin: Caller) -> Caller:
     return agent_key(admin, [])
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_tokens_are_those_of_the_definitions_returned(
     agent: Caller, admin: Caller, owner_conn: OwnerConn, fmt: str
 ) -> None:
@@ -87,14 +89,14 @@ def test_openai_counts_its_wrapper(agent: Caller) -> None:
     assert measured(openai["tools"]) == openai["tokens"]
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("rewritten", [False, True], ids=["as-written", "rewritten"])
 def test_numbers_cost_what_the_server_writes_out(
     admin: Caller, owner_conn: OwnerConn, fmt: str, rewritten: bool
 ) -> None:
     """A schema is served as stored, Python's spelling of its numbers (`1e+308`). Where the
-    model APIs' rules rewrite it (a top-level `anyOf`, in the `anthropic` and `openai`
-    formats) jsonb builds it, and prints numbers without an exponent: `1e308` as 309 digits,
+    model APIs' rules rewrite it (a top-level `anyOf`, in every format but `mcp`) jsonb
+    builds it, and prints numbers without an exponent: `1e308` as 309 digits,
     `-1.5e-10` as `-0.00000000015`. The budget counts what is served, either way."""
     schema: dict[str, Any] = {
         "type": "object",
@@ -126,7 +128,7 @@ def test_numbers_cost_what_the_server_writes_out(
     assert body["tokens"] == listed[0]["token_costs"][fmt]
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_text_beyond_ascii_costs_what_the_server_writes_out(admin: Caller, fmt: str) -> None:
     """Accents, curly quotes, CJK and emoji are served as UTF-8, not as `\\u` escapes (six
     or twelve bytes each), and counted as such; escapes that JSON requires stay escapes."""

@@ -1,4 +1,5 @@
-"""Anthropic and OpenAI definitions hold to what those APIs accept; MCP ones stay as written.
+"""Anthropic and OpenAI (Chat Completions and Responses) definitions hold to what those APIs
+accept; MCP ones stay as written.
 
 Both APIs refuse a whole request whose tools include an input schema with `oneOf`, `anyOf`
 or `allOf` at the top (OpenAI also `enum` and `not`), and OpenAI refuses a function
@@ -115,6 +116,23 @@ def test_anthropic_and_openai_definitions_are_ones_those_apis_accept(
     assert long["description"] == ("Export the report. " + "w" * 2000)[:1023] + "\u2026"
     assert anthropic["tokens"] == sum(measured(d) for d in anthropic["tools"])
     assert openai["tokens"] == sum(measured(d) for d in openai["tools"])
+
+
+def test_responses_api_definitions_are_the_chat_ones_at_the_top_and_not_strict(
+    agent: Caller, admin: Caller
+) -> None:
+    """The Responses API takes the Chat Completions fields at the tool's top. Its `strict`
+    defaults to true, which these schemas do not meet (not every property is required, no
+    `additionalProperties: false`), so every definition says false, as Chat Completions
+    assumes."""
+    costs = {t["name"]: t["token_costs"] for t in admin.ok(admin.get("/admin/v1/tools"))["items"]}
+    chat = {d["function"]["name"]: d["function"] for d in _select(agent, "openai")["tools"]}
+    responses = _select(agent, "openai_responses")
+    for definition in responses["tools"]:
+        assert list(definition) == ["type", "name", "description", "parameters", "strict"]
+        assert definition == {"type": "function", **chat[definition["name"]], "strict": False}
+        assert costs[definition["name"]]["openai_responses"] == measured(definition)
+    assert responses["tokens"] == sum(measured(d) for d in responses["tools"])
 
 
 def test_mcp_definitions_are_the_tools_as_written(agent: Caller) -> None:

@@ -178,13 +178,15 @@ def _assert_index_is_a_recount(
     )
     corpus = owner_conn.execute(
         "SELECT permission_key, doc_count, total_length,"
-        " ARRAY[total_tokens, openai_total_tokens, mcp_total_tokens] FROM corpus_stats"
+        " ARRAY[total_tokens, openai_total_tokens, mcp_total_tokens,"
+        " openai_responses_total_tokens] FROM corpus_stats"
         " WHERE tenant_id = %s AND doc_count <> 0",
         (tenant,),
     ).fetchall()
     recount = owner_conn.execute(
         f"SELECT {bucket}, count(*), sum(doc_length),"
-        " ARRAY[sum(token_cost), sum(openai_token_cost), sum(mcp_token_cost)] FROM tools"
+        " ARRAY[sum(token_cost), sum(openai_token_cost), sum(mcp_token_cost),"
+        " sum(openai_responses_token_cost)] FROM tools"
         " WHERE tenant_id = %s AND deleted_at IS NULL GROUP BY 1",
         (tenant,),
     ).fetchall()

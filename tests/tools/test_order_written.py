@@ -45,6 +45,8 @@ def served_schema(definition: dict[str, Any], fmt: str) -> dict[str, Any]:
         return definition["input_schema"]  # type: ignore[no-any-return]
     if fmt == "openai":
         return definition["function"]["parameters"]  # type: ignore[no-any-return]
+    if fmt == "openai_responses":
+        return definition["parameters"]  # type: ignore[no-any-return]
     return definition["inputSchema"]  # type: ignore[no-any-return]
 
 
@@ -62,7 +64,7 @@ def created(admin: Caller) -> dict[str, Any]:
     return admin.ok(admin.post("/admin/v1/tools", TOOL), 201)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "openai_responses", "mcp"])
 def test_the_model_is_served_the_schema_in_the_order_written(
     admin: Caller, created: dict[str, Any], fmt: str
 ) -> None:

@@ -60,18 +60,23 @@ _WRITE = text(
         SET df = term_stats.df + excluded.df
     )
     INSERT INTO corpus_stats (tenant_id, permission_key, doc_count, total_length, total_tokens,
-                              openai_total_tokens, mcp_total_tokens)
-    SELECT :tenant_id, c.permission_key, c.count, c.length, c.tokens, c.openai, c.mcp
+                              openai_total_tokens, mcp_total_tokens,
+                              openai_responses_total_tokens)
+    SELECT :tenant_id, c.permission_key, c.count, c.length, c.tokens, c.openai, c.mcp,
+           c.openai_responses
     FROM unnest(CAST(:corpus_keys AS uuid[]), CAST(:counts AS int[]),
                 CAST(:corpus_lengths AS float8[]), CAST(:tokens AS bigint[]),
-                CAST(:openai_tokens AS bigint[]), CAST(:mcp_tokens AS bigint[]))
-         AS c(permission_key, count, length, tokens, openai, mcp)
+                CAST(:openai_tokens AS bigint[]), CAST(:mcp_tokens AS bigint[]),
+                CAST(:openai_responses_tokens AS bigint[]))
+         AS c(permission_key, count, length, tokens, openai, mcp, openai_responses)
     ON CONFLICT (tenant_id, permission_key) DO UPDATE
     SET doc_count = corpus_stats.doc_count + excluded.doc_count,
         total_length = corpus_stats.total_length + excluded.total_length,
         total_tokens = corpus_stats.total_tokens + excluded.total_tokens,
         openai_total_tokens = corpus_stats.openai_total_tokens + excluded.openai_total_tokens,
-        mcp_total_tokens = corpus_stats.mcp_total_tokens + excluded.mcp_total_tokens
+        mcp_total_tokens = corpus_stats.mcp_total_tokens + excluded.mcp_total_tokens,
+        openai_responses_total_tokens = corpus_stats.openai_responses_total_tokens
+                                        + excluded.openai_responses_total_tokens
     """
 )
 # Only the rows this write moved down, all of them already locked by its upsert.
@@ -102,7 +107,12 @@ class Previous(NamedTuple):
 
 
 def _costs(tool: Tool) -> TokenCosts:
-    return TokenCosts(tool.token_cost, tool.openai_token_cost, tool.mcp_token_cost)
+    return TokenCosts(
+        tool.token_cost,
+        tool.openai_token_cost,
+        tool.mcp_token_cost,
+        tool.openai_responses_token_cost,
+    )
 
 
 def bucket(permission_id: UUID | None) -> UUID:
@@ -188,6 +198,7 @@ def reindex(
             "tokens": [tokens["anthropic"][k] for k in buckets],
             "openai_tokens": [tokens["openai"][k] for k in buckets],
             "mcp_tokens": [tokens["mcp"][k] for k in buckets],
+            "openai_responses_tokens": [tokens["openai_responses"][k] for k in buckets],
         },
     )
     if emptied := [(key, term) for key, term, delta in changed if delta < 0]:

@@ -55,11 +55,13 @@ class Tool(TenantScoped, Timestamped, Base):
     required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
     core: Mapped[bool] = mapped_column(default=False)
     # Prompt tokens of the definition in each format the budget counts (`definitions`):
-    # `anthropic` (and its tool references) in token_cost, then `openai` and `mcp`, whose
-    # wrapper, title, output schema and annotations can make them much larger.
+    # `anthropic` (and its tool references) in token_cost, then `openai`, `mcp` and
+    # `openai_responses`, whose wrapper, title, output schema and annotations can make them
+    # much larger.
     token_cost: Mapped[int] = mapped_column(Integer)
     openai_token_cost: Mapped[int] = mapped_column(Integer)
     mcp_token_cost: Mapped[int] = mapped_column(Integer)
+    openai_responses_token_cost: Mapped[int] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=1)
     source: Mapped[str] = mapped_column(Text, default="manual")
@@ -76,6 +78,7 @@ class Tool(TenantScoped, Timestamped, Base):
             "anthropic": self.token_cost,
             "openai": self.openai_token_cost,
             "mcp": self.mcp_token_cost,
+            "openai_responses": self.openai_responses_token_cost,
         }
 
 
@@ -130,3 +133,4 @@ class CorpusStat(TenantScoped, Base):
     total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     openai_total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     mcp_total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    openai_responses_total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

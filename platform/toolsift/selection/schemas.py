@@ -64,7 +64,11 @@ class SelectRequest(Schema):
     mode: Mode = Field(
         default="hybrid", description="bm25, dense (embeddings) or hybrid (rank fusion)."
     )
-    format: Format = "anthropic"
+    format: Format = Field(
+        default="anthropic",
+        description="anthropic, openai (Chat Completions), openai_responses (the Responses"
+        " API), mcp, or anthropic_tool_reference (names only, for a tool-search tool's result).",
+    )
     debug: bool = Field(default=False, strict=True)
 
 

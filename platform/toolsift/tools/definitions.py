@@ -11,8 +11,9 @@ from ..models import Tool
 from ..models.base import json_text
 
 # `anthropic_tool_reference`: names only, as `tool_reference` blocks for a custom tool-search
-# tool's `tool_result` content; the client holds the (deferred) definitions.
-Format = Literal["anthropic", "openai", "mcp", "anthropic_tool_reference"]
+# tool's `tool_result` content; the client holds the (deferred) definitions. `openai` is the
+# Chat Completions shape, `openai_responses` the Responses API's.
+Format = Literal["anthropic", "openai", "openai_responses", "mcp", "anthropic_tool_reference"]
 
 
 # What Anthropic's and OpenAI's APIs refuse at the top of an input schema ("input_schema does
@@ -76,6 +77,18 @@ def render(tool: Tool, fmt: Format) -> dict[str, Any]:
                 "parameters": model_schema(tool.input_schema),
             },
         }
+    if fmt == "openai_responses":
+        # `strict` defaults to true in the Responses API (false in Chat Completions), which
+        # holds a schema to its strict subset (every property required, no additional
+        # properties at any level): few tools meet it. Said explicitly, the definition is
+        # called as the `openai` one is.
+        return {
+            "type": "function",
+            "name": tool.name,
+            "description": openai_description(tool.description),
+            "parameters": model_schema(tool.input_schema),
+            "strict": False,
+        }
     definition: dict[str, Any] = {"name": tool.name}
     if tool.title:
         definition["title"] = tool.title
@@ -95,11 +108,15 @@ class TokenCosts(NamedTuple):
     anthropic: int
     openai: int
     mcp: int
+    openai_responses: int
 
 
 def token_costs(tool: Tool) -> TokenCosts:
     return TokenCosts(
-        token_cost(tool, "anthropic"), token_cost(tool, "openai"), token_cost(tool, "mcp")
+        token_cost(tool, "anthropic"),
+        token_cost(tool, "openai"),
+        token_cost(tool, "mcp"),
+        token_cost(tool, "openai_responses"),
     )
 
 
@@ -107,7 +124,7 @@ def token_cost(tool: Tool, fmt: Format = "anthropic") -> int:
     """About 4 bytes of compact JSON per token: close enough to budget with, no tokenizer."""
     body = json_text(render(tool, fmt))  # as the column stores it and serves it
     extra = 0
-    if fmt in ("anthropic", "openai"):
+    if fmt in ("anthropic", "openai", "openai_responses"):
         schema = model_schema(tool.input_schema)
         if schema is not tool.input_schema:  # rewritten, in jsonb
             extra = _numbers_written_out(schema)

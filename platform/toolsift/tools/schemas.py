@@ -215,7 +215,8 @@ class ToolRead(ReadSchema):
     core: bool
     token_cost: int = Field(description="Prompt tokens of the `anthropic` definition.")
     token_costs: dict[str, int] = Field(
-        description="Prompt tokens of the definition in each format (anthropic, openai, mcp):"
+        description="Prompt tokens of the definition in each format (anthropic, openai, mcp,"
+        " openai_responses):"
         " what a select in that format counts against its budget."
     )
     content_hash: str

@@ -107,7 +107,12 @@ class ToolService:
                 changed.append(tool)
                 statuses[item.name] = "updated"
             tool.content_hash = digest
-            tool.token_cost, tool.openai_token_cost, tool.mcp_token_cost = token_costs(tool)
+            (
+                tool.token_cost,
+                tool.openai_token_cost,
+                tool.mcp_token_cost,
+                tool.openai_responses_token_cost,
+            ) = token_costs(tool)
         if created:
             first = session.execute(
                 _ALLOCATE, {"n": len(created), "tenant_id": tenant_id}
