@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -73,6 +73,14 @@ def _field(loc: Sequence[Any]) -> str:
     for part in loc[1:] if loc and loc[0] in ("body", "query", "path") else loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or "body"
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """pydantic's message, without the "Value error, " it puts before a validator's own."""
+    message = str(error["msg"])
+    if error["type"] == "value_error":
+        return message.removeprefix("Value error, ")
+    return message
 
 
 async def _app_error(_request: Request, error: Exception) -> JSONResponse:
@@ -148,7 +156,8 @@ async def _validation_error(_request: Request, error: Exception) -> JSONResponse
     assert isinstance(error, RequestValidationError)
     # The offending input is not echoed back: it may be large, and it is the caller's anyway.
     problems = [
-        {"field": _field(e["loc"]), "message": e["msg"], "type": e["type"]} for e in error.errors()
+        {"field": _field(e["loc"]), "message": _message(e), "type": e["type"]}
+        for e in error.errors()
     ]
     for e in error.errors():
         if e["type"] == "json_invalid":

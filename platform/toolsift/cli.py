@@ -59,8 +59,7 @@ from .models import Tenant as TenantRow
 from .security import audit
 from .tenants.schemas import TenantCreate, TenantSummary
 from .tenants.service import tenant as tenant_service
-from .tools.importer import CATALOG_FIELDS, CatalogError, Imported, read_catalog
-from .tools.schemas import ToolCreate
+from .tools.importer import CatalogError, Imported, read_catalog
 from .tools.service import tool as tool_service
 
 app = typer.Typer(help="toolsift: the few tools each agent turn needs.", no_args_is_help=True)
@@ -698,8 +697,9 @@ def tools_import(
                     chunk = items[start : start + batch]
                     with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                         audit.track(session, audit.Actor("cli"))
-                        current = tool_service.catalog_fields(session, [i.tool.name for i in chunk])
-                        tools = [_keeping(i, current.get(i.tool.name)) for i in chunk]
+                        tools = tool_service.keeping_catalog_fields(
+                            session, [i.tool for i in chunk], [i.given for i in chunk]
+                        )
                         kept += sum(t is not i.tool for t, i in zip(tools, chunk, strict=True))
                         try:
                             result = tool_service.upsert(session, tenant, tools)
@@ -750,18 +750,6 @@ def _known_permissions(session: Session, file: Path, items: list[Imported]) -> N
                 f"{file}:{item.line}: tool {item.source_id!r}: required_permission: unknown"
                 f" permission {item.tool.required_permission!r} (nothing was imported)"
             )
-
-
-def _keeping(item: Imported, current: dict[str, object] | None) -> ToolCreate:
-    """The file's tool, with the catalog's values of the fields its record leaves out."""
-    if current is None:
-        return item.tool
-    keep = {
-        field: current[field]
-        for field in CATALOG_FIELDS
-        if field not in item.given and current[field] != getattr(item.tool, field)
-    }
-    return item.tool.model_copy(update=keep) if keep else item.tool
 
 
 @app.command()
@@ -850,11 +838,15 @@ def select_command(
         return
     table = Table(title=f"{len(data['tools'])} tools, {data['tokens']} tokens, {elapsed:.1f} ms")
     table.add_column("tool")
-    table.add_column("description")
+    # A tool reference carries only the name (`anthropic_tool_reference`).
+    described = output_format != "anthropic_tool_reference"
+    if described:
+        table.add_column("description")
     for definition in data["tools"]:
         inner = definition.get("function", definition)
-        # A tool reference carries only the name (`anthropic_tool_reference`).
-        table.add_row(inner.get("name") or inner.get("tool_name", ""), inner.get("description", ""))
+        name = inner.get("name") or inner.get("tool_name", "")
+        row = [name, inner.get("description", "")] if described else [name]
+        table.add_row(*row)
     console.print(table)
     if debug:
         scores = Table(title="candidates")

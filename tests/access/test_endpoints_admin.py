@@ -86,7 +86,10 @@ class TestPermissions:
         self, admin: Caller, catalog: dict[str, str]
     ) -> None:
         error = error_of(admin.delete(f"{PERMISSIONS}/{catalog['orders.read']}"), 409)
-        assert "orders.read" in error["message"]
+        assert error["message"] == (
+            "permission 'orders.read' is required by 1 tool(s): order_status"
+        )
+        assert error["field"] == "permission_id"
         assert "orders.read" in permission_names(admin)
         assert role(admin, catalog["support"])["permissions"] == ["crm.read", "orders.read"]
 
@@ -456,7 +459,9 @@ class TestTenants:
             json={"name": "globex"},
             headers=operator(client_without_operator_key),
         )
-        assert error_of(response, 403)["code"] == "forbidden"
+        error = error_of(response, 403)
+        assert error["code"] == "forbidden"
+        assert "does not set (TOOLSIFT_OPERATOR_KEY)" in error["message"]
 
     def test_get_returns_the_callers_tenant(
         self, client: TestClient, database: Database, admin: Caller

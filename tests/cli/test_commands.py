@@ -23,6 +23,8 @@ from toolsift.cli import app
 from toolsift.config import Settings, get_settings
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.models import Tool
+from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.service import tool as tool_service
 
 from ..fixtures.factories import PEPPER
 from ..fixtures.served import served
@@ -492,6 +494,30 @@ class TestSelect:
         said = " ".join(bad.output.split())
         assert said.startswith("error: HTTP 422: format: Input should be"), said
         assert "{" not in said
+
+    def test_prints_each_format_s_names_and_descriptions(
+        self, client: TestClient, settings: Settings, database: Database
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        made = runner.invoke(app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot"])
+        key = re.search(r"agent key \(shown once\): (tsk_\S+)", made.output)
+        assert key, made.output
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tool = ToolCreate(name="order_status", description="Shipping status of an order")
+            tool_service.upsert(session, tenant_id, [tool])
+        with served(create_app(settings, database)) as url:
+            shown = {
+                fmt: runner.invoke(
+                    app, ["select", "order status", "--key", key[1], "--url", url, "--format", fmt]
+                )
+                for fmt in ("anthropic", "openai", "openai_responses", "anthropic_tool_reference")
+            }
+        for fmt, result in shown.items():
+            assert result.exit_code == 0, result.output
+            assert "order_status" in result.output
+            described = "Shipping status of an order" in result.output
+            assert described == (fmt != "anthropic_tool_reference"), (fmt, result.output)
+            assert ("description" in result.output) == described
 
 
 def _invoke_with(monkeypatch: pytest.MonkeyPatch, args: list[str], **env: str) -> Result:

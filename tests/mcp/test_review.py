@@ -154,6 +154,9 @@ class TestHeld:
             )
         )
         assert "srv_add" not in live(admin)
+        # A rejected tool is still its source's: no manual write brings it into service.
+        taken = admin.put("/admin/v1/tools", {"tools": [{"name": "srv_add", "description": "x"}]})
+        assert (taken.status_code, taken.json()["error"]["field"]) == (409, "tools[0].name")
         sync(admin, poisoned)
         assert "srv_add" not in live(admin)
         assert held(admin) == []

@@ -623,6 +623,8 @@ class TestOwnership:
         t0 = live(admin)["srv_t0"]
         edited = admin.patch(f"/admin/v1/tools/{t0['id']}", {"description": "mine now"})
         assert (edited.status_code, edited.json()["error"]["field"]) == (409, "description")
+        hinted = admin.patch(f"/admin/v1/tools/{t0['id']}", {"annotations": {"readOnlyHint": True}})
+        assert (hinted.status_code, hinted.json()["error"]["field"]) == (409, "annotations")
         overwritten = admin.put("/admin/v1/tools", {"tools": [{"name": "srv_t0"}]})
         assert (overwritten.status_code, overwritten.json()["error"]["field"]) == (
             409,
@@ -634,6 +636,33 @@ class TestOwnership:
         kept = live(admin)["srv_t0"]
         assert (kept["examples"], kept["version"]) == (examples, 2)
         assert "srv_t0" in agent.names("bill the customer", k=1)
+
+    def test_a_tool_gone_from_its_server_keeps_its_name_for_the_source(
+        self, admin: Caller, server: LiveServer
+    ) -> None:
+        """Removed from the server or deleted by hand, a tool is still its source's while the
+        source exists: a manual write of its name would go live in its place and make every
+        later sync of the source fail on the name."""
+        server.tools = catalog(3)
+        source = add_source(admin, server.url)
+        sync(admin, source)
+        before = live(admin)
+        removed = server.tools.pop(1)
+        sync(admin, source)
+        admin.ok(admin.delete(f"/admin/v1/tools/{before['srv_t0']['id']}"), 204)
+        for name in ("srv_t1", "srv_t0"):
+            taken = admin.put("/admin/v1/tools", {"tools": [{"name": name, "description": "x"}]})
+            assert (taken.status_code, taken.json()["error"]["field"]) == (409, "tools[0].name")
+            assert "MCP source 'srv'" in taken.json()["error"]["message"]
+            created = admin.post("/admin/v1/tools", {"name": name, "description": "x"})
+            assert (created.status_code, created.json()["error"]["field"]) == (409, "name")
+        server.tools.insert(1, removed)
+        sync(admin, source)
+        back = live(admin)
+        assert set(back) == {"srv_t0", "srv_t1", "srv_t2"}
+        assert all(back[n]["position"] == before[n]["position"] for n in back)
+        assert {t["source"] for t in back.values()} == {f"mcp:{source['id']}"}
+        assert source_state(admin, source)["health"] == "healthy"
 
     def test_a_rename_that_folds_to_the_same_name_keeps_the_tool(
         self, admin: Caller, server: LiveServer

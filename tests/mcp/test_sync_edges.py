@@ -71,9 +71,12 @@ class TestNamesTakenOver:
         assert live(admin)["srv_x_y"]["position"] == position
         assert sync(admin, source)["status"] == "synced"
 
-    def test_another_source_takes_a_name_its_first_owner_removed(
+    def test_another_source_cannot_take_a_name_its_first_owner_removed(
         self, admin: Caller, server: LiveServer
     ) -> None:
+        """A tool its server stopped listing is still its source's (it comes back at its
+        old position): another source whose tool makes the same name fails its sync, naming
+        it, until the first source is deleted."""
         server.tools = [tool("b_c", "The b c tool.")]
         first = add_source(admin, server.url, name="xa")
         sync(admin, first)
@@ -81,14 +84,16 @@ class TestNamesTakenOver:
         assert sync(admin, first)["removed"] == 1
         server.tools = [tool("c", "The c tool.")]
         second = add_source(admin, server.url, name="other", prefix="xa_b")
-        result = sync(admin, second)
-        assert result["status"] == "synced", result
-        assert live(admin)["xa_b_c"]["source"] == f"mcp:{second['id']}"
-        assert source_state(admin, second)["health"] == "healthy"
-        # The first source listing it again is refused: the name is the second's now.
+        refused = sync(admin, second, status=502)["error"]
+        assert refused["field"] == "tools[c].name"
+        assert "xa_b_c" not in live(admin)
         server.tools = [tool("b_c", "The b c tool.")]
-        again = sync(admin, first, status=502)["error"]
-        assert "another source" in again["message"]
+        assert sync(admin, first)["status"] == "synced"
+        assert live(admin)["xa_b_c"]["source"] == f"mcp:{first['id']}"
+        admin.ok(admin.delete(f"/admin/v1/mcp/sources/{first['id']}"), 204)
+        server.tools = [tool("c", "The c tool.")]
+        assert sync(admin, second)["status"] == "synced"
+        assert live(admin)["xa_b_c"]["source"] == f"mcp:{second['id']}"
 
 
 class TestReviewSurvivesAFoldingRename:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.fixtures.factories import PARAMETERS, SUPPORT_CATALOG, Caller, new_tenant, tool_body
@@ -106,6 +107,17 @@ class TestCreateTool:
         assert "no.such.permission" in response.json()["error"]["message"]
         assert listed(admin) == []
 
+    def test_a_schema_that_is_not_an_object_s_is_422_in_the_validator_s_words(
+        self, admin: Caller
+    ) -> None:
+        body = {"name": "refund", "input_schema": {"type": "string"}}
+        error = admin.post(TOOLS, body).json()["error"]
+        assert (error["field"], error["message"]) == (
+            "input_schema",
+            'input_schema: must describe an object ("type": "object")',
+        )
+        assert error["errors"][0]["message"] == 'must describe an object ("type": "object")'
+
 
 class TestBulkUpsert:
     def test_creates_new_tools_in_request_order(self, admin: Caller) -> None:
@@ -205,6 +217,38 @@ class TestBulkUpsert:
         assert upsert(admin, bodies)["tools"][2]["status"] == "updated"
         assert "order_status" not in support_agent.names(SHIPPING, roles=["support"])
         assert "order_status" in support_agent.names(SHIPPING, roles=["billing"])
+
+    def test_an_item_that_leaves_out_the_catalog_fields_keeps_them(
+        self, admin: Caller, support_agent: Caller, catalog: dict[str, str]
+    ) -> None:
+        """A catalog written again from a source that knows nothing of permissions, core
+        tools or examples never makes a restricted tool public; `null`, `false` and `[]`
+        clear them."""
+        refund = "refund the payment of this order"
+        admin.ok(admin.patch(f"{TOOLS}/{catalog['issue_refund']}", {"examples": ["refund it"]}))
+        bare = {
+            "name": "issue_refund",
+            "description": "Refund a customer order payment to the card",
+            "input_schema": PARAMETERS,
+        }
+        assert upsert(admin, [bare])["tools"][0]["status"] == "unchanged"
+        changed = {**bare, "description": "Refund an order payment to the card"}
+        assert upsert(admin, [changed])["tools"][0]["status"] == "updated"
+        kept = by_name(admin)["issue_refund"]
+        assert (kept["required_permission"], kept["examples"]) == ("billing.refund", ["refund it"])
+        assert "issue_refund" not in support_agent.names(refund, roles=["support"])
+        assert upsert(admin, [{**changed, "core": True}])["tools"][0]["status"] == "updated"
+        assert by_name(admin)["issue_refund"]["core"] is True
+        assert upsert(admin, [changed])["tools"][0]["status"] == "unchanged"
+        cleared = {**changed, "required_permission": None, "core": False, "examples": []}
+        assert upsert(admin, [cleared])["tools"][0]["status"] == "updated"
+        public = by_name(admin)["issue_refund"]
+        assert (public["required_permission"], public["core"], public["examples"]) == (
+            None,
+            False,
+            [],
+        )
+        assert "issue_refund" in support_agent.names(refund, roles=["support"])
 
     def test_unknown_permission_names_the_item_and_writes_nothing(
         self, admin: Caller, catalog: dict[str, str]
@@ -354,6 +398,40 @@ class TestUpdateTool:
         assert cleared["title"] is None
         assert cleared["description"] == "d"
         assert cleared["version"] == 2
+
+    @pytest.mark.parametrize("field", ["description", "input_schema", "examples", "core"])
+    def test_null_for_a_field_every_tool_has_is_422_and_changes_nothing(
+        self, admin: Caller, field: str
+    ) -> None:
+        tool = admin.ok(admin.post(TOOLS, {"name": "t", "description": "d"}), 201)
+        response = admin.patch(f"{TOOLS}/{tool['id']}", {field: None, "title": "New"})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == field
+        assert admin.ok(admin.get(f"{TOOLS}/{tool['id']}")) == tool
+
+    def test_output_schema_and_annotations_are_patched_and_cleared_by_null(
+        self, admin: Caller
+    ) -> None:
+        tool = admin.ok(admin.post(TOOLS, {"name": "t", "description": "d"}), 201)
+        path = f"{TOOLS}/{tool['id']}"
+        output = {"type": "object", "properties": {"rows": {"type": "array"}}}
+        patched = admin.ok(
+            admin.patch(path, {"output_schema": output, "annotations": {"readOnlyHint": True}})
+        )
+        assert (patched["output_schema"], patched["annotations"]) == (
+            output,
+            {"readOnlyHint": True},
+        )
+        assert patched["token_costs"]["mcp"] > tool["token_costs"]["mcp"]
+        bad = admin.patch(path, {"annotations": {"readOnlyHint": "yes"}})
+        assert (bad.status_code, bad.json()["error"]["field"]) == (422, "annotations")
+        cleared = admin.ok(admin.patch(path, {"output_schema": None, "annotations": None}))
+        assert (cleared["output_schema"], cleared["annotations"], cleared["version"]) == (
+            None,
+            None,
+            3,
+        )
+        assert cleared["token_costs"] == tool["token_costs"]
 
     def test_unknown_id_is_404(self, admin: Caller) -> None:
         response = admin.patch(f"{TOOLS}/00000000-0000-4000-8000-000000000000", {"core": True})

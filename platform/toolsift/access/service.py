@@ -93,7 +93,7 @@ class AccessService:
     def get_permission(self, session: Session, permission_id: UUID) -> Permission:
         permission = session.get(Permission, (session.info["tenant_id"], permission_id))
         if permission is None:
-            raise NotFound("permission not found")
+            raise NotFound("permission not found", field="permission_id")
         return permission
 
     def delete_permission(self, session: Session, permission_id: UUID) -> None:
@@ -104,8 +104,14 @@ class AccessService:
         requiring = session.scalars(
             select(Tool).where(Tool.required_permission_id == permission.id)
         ).all()
-        if in_use := sum(1 for tool in requiring if tool.deleted_at is None):
-            raise Conflict(f"permission {permission.name!r} is required by {in_use} tool(s)")
+        if in_use := sorted(tool.name for tool in requiring if tool.deleted_at is None):
+            named = ", ".join(in_use[:10]) + (
+                f" and {len(in_use) - 10} more" if in_use[10:] else ""
+            )
+            raise Conflict(
+                f"permission {permission.name!r} is required by {len(in_use)} tool(s): {named}",
+                field="permission_id",
+            )
         # MCP sources give it to the tools they import (and will give it at the next sync).
         sources = session.scalars(
             select(McpSource.name)
@@ -221,7 +227,7 @@ class AccessService:
     def _role(self, session: Session, role_id: UUID) -> Role:
         role = session.get(Role, (session.info["tenant_id"], role_id))
         if role is None:
-            raise NotFound("role not found")
+            raise NotFound("role not found", field="role_id")
         return role
 
     def _grant(
@@ -309,7 +315,7 @@ class AccessService:
     def _key(self, session: Session, key_id: UUID) -> ApiKey:
         key = session.get(ApiKey, (session.info["tenant_id"], key_id))
         if key is None:
-            raise NotFound("key not found")
+            raise NotFound("key not found", field="key_id")
         return key
 
     def _key_view(self, session: Session, key: ApiKey) -> KeyView:

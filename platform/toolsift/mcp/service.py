@@ -215,7 +215,7 @@ class McpService:
     def get(self, session: Session, source_id: UUID) -> McpSource:
         source = session.get(McpSource, (session.info["tenant_id"], source_id))
         if source is None:
-            raise NotFound("source not found")
+            raise NotFound("source not found", field="source_id")
         return source
 
     def list_sources(self, session: Session) -> Sequence[McpSource]:
@@ -297,7 +297,7 @@ class McpService:
     def get_tool(self, session: Session, tool_id: UUID) -> McpTool:
         row = session.scalar(select(McpTool).where(McpTool.tool_id == tool_id))
         if row is None:
-            raise NotFound("MCP tool not found")
+            raise NotFound("MCP tool not found", field="tool_id")
         return row
 
     def read_tools(self, session: Session, rows: Sequence[McpTool]) -> list[McpToolRead]:
@@ -399,10 +399,13 @@ class McpService:
         imported = {i.remote_name: i for i in converted}
         mine = source_tag(source.id)
         names = {i.tool.name: i for i in imported.values()}
-        # A deleted tool's name is free: the registry hands it over (`tools.service.upsert`).
+        # A deleted tool's name is free unless another source still maps it: the registry
+        # hands it over (`tools.service.upsert`).
+        mapped = select(McpTool.tool_id).where(McpTool.tool_id == Tool.id).exists()
         taken = session.scalar(
             select(Tool.name)
-            .where(Tool.name.in_(list(names)), Tool.source != mine, Tool.deleted_at.is_(None))
+            .where(Tool.name.in_(list(names)), Tool.source != mine)
+            .where(Tool.deleted_at.is_(None) | mapped)
             .limit(1)
         )
         if taken is not None:
@@ -445,9 +448,10 @@ class McpService:
             row.tool_id = result.ids[imported[row.remote_name].tool.name]
         claimed = {r.tool_id for r in current} | {r.tool_id for r in new}
         removed = 0
-        # An entry of a tool its server removed keeps the tool's id. When a listed entry takes
-        # that registry tool over (the name came back under another remote name, or another
-        # source now owns the freed name), the old entry goes: one entry per registry tool.
+        # An entry of a tool its server removed keeps the tool's id. When a listed entry of
+        # the same source takes that registry tool over (the name came back under another
+        # remote name), the old entry goes: one entry per registry tool. (Another source
+        # cannot: while an entry maps a tool, its name is its source's, `taken` above.)
         for stale in session.scalars(
             select(McpTool).where(McpTool.tool_id.in_(claimed), McpTool.removed_at.is_not(None))
         ):
@@ -700,7 +704,7 @@ def sync_source(
             select(McpSource).where(McpSource.id == source_id).with_for_update()
         )
         if locked is None:
-            raise NotFound("source not found")
+            raise NotFound("source not found", field="source_id")
         source = locked
         if source.last_synced_at is not None and source.last_synced_at > started:
             # A sync that started later already applied a newer catalog.

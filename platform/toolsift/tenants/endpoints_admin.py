@@ -29,9 +29,10 @@ def _require_operator(
     operator_key = request.app.state.settings.operator_key
     if credentials is None:
         raise Unauthenticated("missing operator key (Authorization: Bearer ...)")
-    if not operator_key or not hmac.compare_digest(
-        credentials.credentials.encode(), operator_key.encode()
-    ):
+    if not operator_key:
+        raise Forbidden(f"{action} needs the operator key, which this deployment does not set"
+                        " (TOOLSIFT_OPERATOR_KEY)")  # fmt: skip
+    if not hmac.compare_digest(credentials.credentials.encode(), operator_key.encode()):
         raise Forbidden(f"{action} needs the operator key")
 
 

@@ -26,9 +26,14 @@ def create_tool(data: ToolCreate, ctx: AdminContext) -> ToolRead:
 def upsert_tools(data: ToolBulkUpsert, ctx: AdminContext) -> UpsertResult:
     """Create or update up to 1,000 tools by name, in one transaction. Idempotent: an
     unchanged tool keeps its version and position; new tools append in request order.
+    An existing tool keeps its `required_permission`, `core` and `examples` where its item
+    leaves them out (send `null`, `false` or `[]` to clear them): a catalog written again
+    from elsewhere never makes a restricted tool public.
     The body must also fit the server's limit (`TOOLSIFT_MAX_BODY_BYTES`, 256 KiB by
     default, else 413): send a large catalog in several requests."""
-    return tool_service.upsert(ctx.session, ctx.principal.tenant_id, data.tools)
+    named = [frozenset(item.model_fields_set) for item in data.tools]
+    tools = tool_service.keeping_catalog_fields(ctx.session, data.tools, named)
+    return tool_service.upsert(ctx.session, ctx.principal.tenant_id, tools)
 
 
 @router.get("", response_model=Page[ToolRead])

@@ -21,18 +21,13 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from .schemas import EMPTY_SCHEMA, TOOL_NAME_PATTERN, ToolCreate
+from .schemas import CATALOG_FIELDS, EMPTY_SCHEMA, TOOL_NAME_PATTERN, ToolCreate
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 class CatalogError(ValueError):
     pass
-
-
-# The fields of a tool that only toolsift knows (absent from the public format): an import
-# that does not name one keeps the catalog's value.
-CATALOG_FIELDS = ("required_permission", "core", "examples")
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,32 @@ def _schema(parameters: Any) -> dict[str, Any]:
     return parameters
 
 
+def _valid_ids(path: Path) -> set[str]:
+    """The file's ids that are valid names as they are. A line that does not parse is left
+    for `read_catalog` to report, in the order of the file."""
+    valid: set[str] = set()
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                except (ValueError, RecursionError):
+                    continue
+                source_id = (
+                    record.get("id", record.get("name")) if isinstance(record, dict) else None
+                )
+                if isinstance(source_id, str) and tool_name(source_id) == source_id:
+                    valid.add(source_id)
+    except OSError:
+        pass  # reported by `read_catalog`
+    return valid
+
+
 def read_catalog(path: Path) -> Iterator[Imported]:
+    # An id that is a valid name is always that name, wherever it is in the file: an id made
+    # valid (`a.b` to `a_b`) whose name a valid id of the file already is takes a suffix,
+    # so importing `a_b` again later updates the tool `a_b` made, not the one `a.b` made.
+    valid = _valid_ids(path)
     seen: dict[str, int] = {}
     ids: dict[str, int] = {}
     try:
@@ -96,7 +116,7 @@ def read_catalog(path: Path) -> Iterator[Imported]:
                 )
             ids[source_id] = number
             name = tool_name(source_id)
-            if name in seen:  # another id made the same valid name
+            if name in seen or (name != source_id and name in valid):
                 name = _suffixed(name, source_id)
             if name in seen:
                 raise CatalogError(

@@ -119,6 +119,18 @@ def check_examples(value: list[str]) -> list[str]:
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
+def check_annotations(value: dict[str, Any]) -> dict[str, Any]:
+    """The `mcp` format serves them as MCP's ToolAnnotations, which clients validate."""
+    if len(json.dumps(value)) > MAX_SCHEMA_BYTES:
+        raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes of JSON")
+    for hint in ANNOTATION_HINTS:
+        if hint in value and not isinstance(value[hint], bool):
+            raise ValueError(f"{hint} must be true or false")
+    if "title" in value and not isinstance(value["title"], str):
+        raise ValueError("title must be a string")
+    return value
+
+
 class ToolCreate(StoredSchema):
     model_config = ConfigDict(
         from_attributes=True, extra="forbid", json_schema_extra={"examples": [EXAMPLE_TOOL]}
@@ -157,17 +169,7 @@ class ToolCreate(StoredSchema):
     @field_validator("annotations")
     @classmethod
     def _annotations(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        if len(json.dumps(value)) > MAX_SCHEMA_BYTES:
-            raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes of JSON")
-        # The `mcp` format serves them as MCP's ToolAnnotations, which clients validate.
-        for hint in ANNOTATION_HINTS:
-            if hint in value and not isinstance(value[hint], bool):
-                raise ValueError(f"{hint} must be true or false")
-        if "title" in value and not isinstance(value["title"], str):
-            raise ValueError("title must be a string")
-        return value
+        return None if value is None else check_annotations(value)
 
     @field_validator("examples")
     @classmethod
@@ -176,7 +178,10 @@ class ToolCreate(StoredSchema):
 
 
 class ToolUpdate(StoredSchema):
-    """Fields to change; a changed definition gets a new version at the same position."""
+    """Fields to change; a changed definition gets a new version at the same position.
+
+    `null` clears what a tool may lack (title, permission, output schema, annotations) and
+    is refused for the rest, which a PATCH keeps by leaving them out."""
 
     title: str | None = Field(default=None, max_length=200)
     description: str | None = Field(default=None, max_length=10_000)
@@ -184,8 +189,17 @@ class ToolUpdate(StoredSchema):
     examples: list[str] | None = Field(default=None, max_length=50)
     required_permission: str | None = Field(default=None, pattern=NAME_PATTERN)
     core: StrictBool | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
 
-    @field_validator("input_schema")
+    @field_validator("description", "input_schema", "examples", "core")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null; leave it out to keep the tool's value")
+        return value
+
+    @field_validator("input_schema", "output_schema")
     @classmethod
     def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return None if value is None else check_input_schema(value)
@@ -194,6 +208,16 @@ class ToolUpdate(StoredSchema):
     @classmethod
     def _examples(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else check_examples(value)
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_annotations(value)
+
+
+# The fields of a tool that only toolsift knows (the public catalog formats and MCP servers
+# have none of them): a tool written again without one keeps the catalog's value.
+CATALOG_FIELDS = ("required_permission", "core", "examples")
 
 
 class ToolBulkUpsert(Schema):

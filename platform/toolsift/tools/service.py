@@ -14,14 +14,20 @@ from ..access.service import RESERVED_PERMISSIONS, access
 from ..embedding import service as embeddings
 from ..errors import Conflict, NotFound, TenantDeleted, Unprocessable
 from ..lexical.index import Previous, analyse, reindex
-from ..models import Permission, Tool
+from ..models import McpSource, McpTool, Permission, Tool
 from ..security.audit import lock_chain
 from .definitions import content_hash, token_costs
-from .schemas import ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
+from .schemas import CATALOG_FIELDS, ToolCreate, ToolRead, ToolUpdate, UpsertItem, UpsertResult
 
 _ALLOCATE = text(
     "UPDATE tenants SET next_position = next_position + :n WHERE id = :tenant_id"
     " RETURNING next_position - :n"
+)
+
+
+# What an imported tool's MCP server (its definition) and source (its permission) decide.
+SERVER_OWNED = frozenset(
+    {"title", "description", "input_schema", "output_schema", "annotations", "required_permission"}
 )
 
 
@@ -80,15 +86,23 @@ class ToolService:
             permission_id = permission_ids.get(item.required_permission or "")
             tool = existing.get(item.name)
             if tool is not None and tool.source != source:
+                path = f"{field}[{index}].name" if field else "name"
                 # An imported tool's definition is its server's; a manual write must not
                 # overwrite it (nor a sync a manual tool).
                 if tool.deleted_at is None:
+                    raise Conflict(f"tool {item.name!r} comes from {tool.source}, not {source}",
+                                   field=path)  # fmt: skip
+                # A tool its MCP source removed, rejected or had deleted by hand is still
+                # that source's: it comes back at the next listing or approval, which a
+                # writer that took the name over would break for the whole source.
+                if (claim := self._claimed(session, tool.id)) is not None:
                     raise Conflict(
-                        f"tool {item.name!r} comes from {tool.source}, not {source}",
-                        field=f"{field}[{index}].name" if field else "name",
+                        f"tool {item.name!r} belongs to MCP source {claim!r} (not live there"
+                        " now); its name is free once the source is deleted",
+                        field=path,
                     )
-                # A deleted tool's name is free (its source may be gone): the new writer
-                # takes the name over, at the old position, with a new version.
+                # A deleted tool no source claims has a free name: the new writer takes it
+                # over, at the old position, with a new version.
                 tool.source = source
             if tool is None:
                 tool = Tool(tenant_id=tenant_id, id=uuid.uuid4(), name=item.name, version=1)
@@ -150,13 +164,9 @@ class ToolService:
     def update(self, session: Session, tool_id: UUID, data: ToolUpdate) -> Tool:
         tool = self.get(session, tool_id, for_write=True)
         if tool.deleted_at is not None:
-            raise NotFound("tool not found")
+            raise NotFound("tool not found", field="tool_id")
         fields = data.model_fields_set
-        if tool.source != "manual" and (
-            changed := sorted(
-                fields & {"title", "description", "input_schema", "required_permission"}
-            )
-        ):
+        if tool.source != "manual" and (changed := sorted(fields & SERVER_OWNED)):
             raise Conflict(
                 f"{changed[0]}: this tool comes from {tool.source}, whose server owns its"
                 " definition; set its permission with PATCH /admin/v1/mcp/tools/{id}",
@@ -165,17 +175,17 @@ class ToolService:
         merged = ToolCreate(
             name=tool.name,
             title=data.title if "title" in fields else tool.title,
-            description=data.description if data.description is not None else tool.description,
-            input_schema=data.input_schema if data.input_schema is not None else tool.input_schema,
-            examples=data.examples if data.examples is not None else tool.examples,
+            description=data.description if "description" in fields else tool.description,
+            input_schema=data.input_schema if "input_schema" in fields else tool.input_schema,
+            examples=data.examples if "examples" in fields else tool.examples,
             required_permission=(
                 data.required_permission
                 if "required_permission" in fields
                 else self.permission_name(session, tool.required_permission_id)
             ),
-            core=data.core if data.core is not None else tool.core,
-            output_schema=tool.output_schema,
-            annotations=tool.annotations,
+            core=data.core if "core" in fields else tool.core,
+            output_schema=data.output_schema if "output_schema" in fields else tool.output_schema,
+            annotations=data.annotations if "annotations" in fields else tool.annotations,
         )
         self.upsert(session, tool.tenant_id, [merged], field="", source=tool.source)
         return tool
@@ -190,6 +200,14 @@ class ToolService:
         session.flush()
         reindex(session, tool.tenant_id, indexed=[], postings={}, removed=[tool], previous=previous)
         embeddings.forget(session, [tool.id])
+
+    def _claimed(self, session: Session, tool_id: UUID) -> str | None:
+        """The name of the MCP source that still maps a tool, if any."""
+        return session.scalar(
+            select(McpSource.name)
+            .join(McpTool, McpTool.source_id == McpSource.id)
+            .where(McpTool.tool_id == tool_id)
+        )
 
     def catalog_fields(
         self, session: Session, names: Sequence[str]
@@ -206,13 +224,28 @@ class ToolService:
             for name, permission, core, examples in rows
         }
 
+    def keeping_catalog_fields(
+        self, session: Session, items: Sequence[ToolCreate], named: Sequence[frozenset[str]]
+    ) -> list[ToolCreate]:
+        """Each item with the catalog's values of the `CATALOG_FIELDS` it does not name
+        (`named[i]`): writing a tool again from a source that knows nothing of permissions
+        never makes a restricted tool public."""
+        current = self.catalog_fields(session, [i.name for i in items])
+        kept = []
+        for item, given in zip(items, named, strict=True):
+            now = current.get(item.name, {})
+            keep = {f: now[f] for f in CATALOG_FIELDS if f in now and f not in given}
+            changed = {f: v for f, v in keep.items() if v != getattr(item, f)}
+            kept.append(item.model_copy(update=changed) if changed else item)
+        return kept
+
     def get(self, session: Session, tool_id: UUID, *, for_write: bool = False) -> Tool:
         """`for_write`: after the tenant's tool writers before it (see `upsert`)."""
         if for_write:
             lock_chain(session)
         tool = session.get(Tool, (session.info["tenant_id"], tool_id), populate_existing=for_write)
         if tool is None:
-            raise NotFound("tool not found")
+            raise NotFound("tool not found", field="tool_id")
         return tool
 
     def list_page(
