@@ -460,6 +460,33 @@ class TestBadConfiguration:
         assert response.json()["error"]["field"] == "tools[t0].name"
         assert live(admin)["srv_t0"]["description"] == "mine"
 
+    def test_the_advice_for_a_taken_name_can_be_followed(
+        self, admin: Caller, server: LiveServer
+    ) -> None:
+        """A source's prefix cannot be changed (PATCH refuses it): the error must not ask
+        for that, but for what the admin can do."""
+        mine = admin.ok(admin.post("/admin/v1/tools", {"name": "srv_t0", "description": "x"}), 201)
+        server.tools = catalog(2)
+        source = add_source(admin, server.url)
+        error = sync(admin, source, status=502)["error"]
+        assert error["message"] == (
+            "tool 't0' would be 'srv_t0', the name of a manual tool: delete that tool, or"
+            " delete this source and add it again with another prefix (a source's prefix"
+            " cannot be changed)"
+        )
+        patch = admin.patch(f"/admin/v1/mcp/sources/{source['id']}", {"prefix": "other"})
+        assert patch.status_code == 422, patch.text
+        # Either remedy works: another prefix for a new source...
+        admin.ok(admin.delete(f"/admin/v1/mcp/sources/{source['id']}"), 204)
+        again = add_source(admin, server.url, prefix="other")
+        assert sync(admin, again)["created"] == 2
+        # ...or the manual tool deleted, after which the name is free.
+        taken = add_source(admin, server.url, name="srv2", prefix="srv")
+        assert "a manual tool" in sync(admin, taken, status=502)["error"]["message"]
+        admin.ok(admin.delete(f"/admin/v1/tools/{mine['id']}"), 204)
+        assert sync(admin, taken)["status"] == "synced"
+        assert live(admin)["srv_t0"]["source"] == f"mcp:{taken['id']}"
+
     def test_a_server_that_is_down_is_a_502_naming_the_url(self, admin: Caller) -> None:
         with socket.socket() as probe:  # a port nothing listens on once it is closed
             probe.bind(("127.0.0.1", 0))

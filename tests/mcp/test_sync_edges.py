@@ -88,7 +88,8 @@ class TestNamesTakenOver:
         # The first source listing it again is refused: the name is the second's now.
         server.tools = [tool("b_c", "The b c tool.")]
         again = sync(admin, first, status=502)["error"]
-        assert "another source" in again["message"]
+        assert f"the name of another source's tool (mcp:{second['id']})" in again["message"]
+        assert "delete that source, or delete this source and add it again" in again["message"]
 
 
 class TestReviewSurvivesAFoldingRename:

@@ -400,16 +400,23 @@ class McpService:
         mine = source_tag(source.id)
         names = {i.tool.name: i for i in imported.values()}
         # A deleted tool's name is free: the registry hands it over (`tools.service.upsert`).
-        taken = session.scalar(
-            select(Tool.name)
+        taken = session.execute(
+            select(Tool.name, Tool.source)
             .where(Tool.name.in_(list(names)), Tool.source != mine, Tool.deleted_at.is_(None))
             .limit(1)
-        )
+        ).first()
         if taken is not None:
-            name, remote = taken, names[taken].remote_name
+            # A source's prefix is fixed (PATCH does not take it): say what can be done.
+            remote = names[taken.name].remote_name
+            holder, remedy = (
+                ("a manual tool", "delete that tool")
+                if taken.source == "manual"
+                else (f"another source's tool ({taken.source})", "delete that source")
+            )
             raise CatalogError(
-                f"tool {remote[:80]!r} would be {name!r}, a name another source or a manual"
-                " tool already has; give this source another prefix",
+                f"tool {remote[:80]!r} would be {taken.name!r}, the name of {holder}: {remedy},"
+                " or delete this source and add it again with another prefix (a source's"
+                " prefix cannot be changed)",
                 field=f"tools[{remote[:80]}].name",
             )
         now = _now()
