@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -172,6 +173,7 @@ class TestSync:
         source = admin.ok(admin.post("/admin/v1/mcp/sources", body), 201)
         failed = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
         assert failed.status_code == 502
+        assert failed.json()["error"]["field"] == "command"
         error = source_state(admin, source)["last_error"]
         assert "its stderr ended: 'rejected API_TOKEN=[redacted]'" in error
         assert token not in failed.text
@@ -266,11 +268,21 @@ class TestSync:
         result = sync_source(
             database, admin.tenant_id, source["id"], settings=narrower, fetch=never
         )
-        assert (result.status, result.error) == (
+        assert (result.status, result.field, result.error) == (
             "failed",
+            "env",
             "env: API_TOKEN may not be set here: the operator lists the variables a stdio"
             " source may set in TOOLSIFT_MCP_STDIO_ENV",
         )
+
+    def test_secrets_sealed_under_another_key_name_the_secret_to_set_again(
+        self, admin: Caller, database: Database, settings: Settings, server: LiveServer
+    ) -> None:
+        source = add_source(admin, server.url, bearer_token="tok-abcdefgh")
+        rekeyed = settings.model_copy(update={"secret_key": "another-" + "k" * 40})
+        result = sync_source(database, admin.tenant_id, source["id"], settings=rekeyed)
+        assert (result.status, result.field) == ("failed", "bearer_token")
+        assert "set them again" in (result.error or "")
 
     def test_a_server_that_goes_down_keeps_the_last_good_catalog(
         self, admin: Caller, agent: Caller, client: TestClient, server: LiveServer
@@ -447,6 +459,45 @@ class TestBadConfiguration:
         assert response.status_code == 502
         assert response.json()["error"]["field"] == "tools[t0].name"
         assert live(admin)["srv_t0"]["description"] == "mine"
+
+    def test_the_advice_for_a_taken_name_can_be_followed(
+        self, admin: Caller, server: LiveServer
+    ) -> None:
+        """A source's prefix cannot be changed (PATCH refuses it): the error must not ask
+        for that, but for what the admin can do."""
+        mine = admin.ok(admin.post("/admin/v1/tools", {"name": "srv_t0", "description": "x"}), 201)
+        server.tools = catalog(2)
+        source = add_source(admin, server.url)
+        error = sync(admin, source, status=502)["error"]
+        assert error["message"] == (
+            "tool 't0' would be 'srv_t0', the name of a manual tool: delete that tool, or"
+            " delete this source and add it again with another prefix (a source's prefix"
+            " cannot be changed)"
+        )
+        patch = admin.patch(f"/admin/v1/mcp/sources/{source['id']}", {"prefix": "other"})
+        assert patch.status_code == 422, patch.text
+        # Either remedy works: another prefix for a new source...
+        admin.ok(admin.delete(f"/admin/v1/mcp/sources/{source['id']}"), 204)
+        again = add_source(admin, server.url, prefix="other")
+        assert sync(admin, again)["created"] == 2
+        # ...or the manual tool deleted, after which the name is free.
+        taken = add_source(admin, server.url, name="srv2", prefix="srv")
+        assert "a manual tool" in sync(admin, taken, status=502)["error"]["message"]
+        admin.ok(admin.delete(f"/admin/v1/tools/{mine['id']}"), 204)
+        assert sync(admin, taken)["status"] == "synced"
+        assert live(admin)["srv_t0"]["source"] == f"mcp:{taken['id']}"
+
+    def test_a_server_that_is_down_is_a_502_naming_the_url(self, admin: Caller) -> None:
+        with socket.socket() as probe:  # a port nothing listens on once it is closed
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        source = add_source(admin, f"http://127.0.0.1:{port}/mcp")
+        response = admin.post(f"/admin/v1/mcp/sources/{source['id']}/sync")
+        assert response.status_code == 502, response.text
+        error = response.json()["error"]
+        assert (error["code"], error["field"]) == ("mcp_server_error", "url")
+        assert "ConnectError" in error["message"]
+        assert source_state(admin, source)["last_error"] == error["message"]
 
     @pytest.mark.parametrize(
         ("body", "field"),

@@ -86,6 +86,8 @@ class TestNamesTakenOver:
         second = add_source(admin, server.url, name="other", prefix="xa_b")
         refused = sync(admin, second, status=502)["error"]
         assert refused["field"] == "tools[c].name"
+        assert f"the name of another source's tool (mcp:{first['id']})" in refused["message"]
+        assert "delete that source, or delete this source and add it again" in refused["message"]
         assert "xa_b_c" not in live(admin)
         server.tools = [tool("b_c", "The b c tool.")]
         assert sync(admin, first)["status"] == "synced"

@@ -286,7 +286,7 @@ class TestAudit:
 
     def test_bad_cursor_names_the_field(self, admin: Caller) -> None:
         response = admin.get("/admin/v1/audit?before=nonsense")
-        assert response.status_code == 400
+        assert response.status_code == 422
         assert response.json()["error"]["field"] == "before"
 
 

@@ -30,7 +30,7 @@ class ErrorBody(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
-        400: "The body is not JSON (or a query parameter is malformed)",
+        400: "The body is not JSON, or a query parameter the route does not take",
         401: "Missing, malformed or revoked API key",
         403: "The key may not do this",
         404: "Not found (or not yours)",

@@ -69,7 +69,9 @@ def delete_source(source_id: UUID, ctx: AdminContext) -> None:
 @router.post(
     "/sources/{source_id}/sync",
     response_model=SyncRead,
-    responses={502: {"description": "The server gave no usable catalog; nothing changed"}},
+    responses={
+        502: {"description": "No usable catalog (`field` says where to look); nothing changed"}
+    },
 )
 def sync(source_id: UUID, ctx: AdminContext, request: Request) -> SyncRead:
     """Sync now: page through the server's tools/list to the end and apply it. A failure

@@ -402,17 +402,24 @@ class McpService:
         # A deleted tool's name is free unless another source still maps it: the registry
         # hands it over (`tools.service.upsert`).
         mapped = select(McpTool.tool_id).where(McpTool.tool_id == Tool.id).exists()
-        taken = session.scalar(
-            select(Tool.name)
+        taken = session.execute(
+            select(Tool.name, Tool.source)
             .where(Tool.name.in_(list(names)), Tool.source != mine)
             .where(Tool.deleted_at.is_(None) | mapped)
             .limit(1)
-        )
+        ).first()
         if taken is not None:
-            name, remote = taken, names[taken].remote_name
+            # A source's prefix is fixed (PATCH does not take it): say what can be done.
+            remote = names[taken.name].remote_name
+            holder, remedy = (
+                ("a manual tool", "delete that tool")
+                if taken.source == "manual"
+                else (f"another source's tool ({taken.source})", "delete that source")
+            )
             raise CatalogError(
-                f"tool {remote[:80]!r} would be {name!r}, a name another source or a manual"
-                " tool already has; give this source another prefix",
+                f"tool {remote[:80]!r} would be {taken.name!r}, the name of {holder}: {remedy},"
+                " or delete this source and add it again with another prefix (a source's"
+                " prefix cannot be changed)",
                 field=f"tools[{remote[:80]}].name",
             )
         now = _now()
@@ -671,6 +678,8 @@ def sync_source(
 
     A failing server or a catalog the registry cannot take marks the source unhealthy with
     the error and changes nothing else. Secrets never reach the message: they are scrubbed.
+    A failure names the field to look at: the source's `url` (or `command`) when the server
+    gave no catalog, the tool the registry cannot take, or the setting that stopped it.
     """
     started = _now()
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
@@ -678,12 +687,14 @@ def sync_source(
         if not source.enabled:
             # Disabled after a scheduler claimed it: nothing to do, nothing to report.
             return SyncRead(source_id=source_id, status="skipped", error="the source is disabled")
+        server_field = "command" if source.transport == "stdio" else "url"
         try:
             target, secrets = mcp.target(source, settings=settings)
         except (SecretsUnreadable, Unprocessable) as refused:
             message = getattr(refused, "message", str(refused))
+            where = refused.field if isinstance(refused, Unprocessable) else _secrets_field(source)
             mcp.record_failure(session, source, message, settings=settings)
-            return SyncRead(source_id=source_id, status="failed", error=message)
+            return SyncRead(source_id=source_id, status="failed", error=message, field=where)
     error: str | None = None
     field: str | None = None
     catalog: Catalog | None = None
@@ -693,7 +704,7 @@ def sync_source(
         else:
             catalog = fetch_catalog_sync(target, secrets=secrets.values())
     except FetchError as failure:
-        error = scrub(str(failure), secrets)
+        error, field = scrub(str(failure), secrets), server_field
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         if actor is not None:
             audit.track(session, actor)
@@ -732,6 +743,7 @@ def sync_source(
                 _log.exception("mcp sync of %s: the database refused the catalog", source_id)
                 reason = str(refused.orig).splitlines()[0]
                 error = scrub(f"the registry could not store this catalog: {reason}", secrets)
+                field = "tools"
         assert error is not None
         mcp.record_failure(session, source, error, settings=settings)
         _log.warning("mcp sync of %s failed: %s", source_id, error)
@@ -777,6 +789,13 @@ def listening_sources(database: Database) -> dict[Due, datetime]:
             )
         ).all()
     return {Due(t, s): u for t, s, u in rows}
+
+
+def _secrets_field(source: McpSource) -> str:
+    """The secrets to set again after the secret key changed."""
+    if source.transport == "stdio":
+        return "env"
+    return "bearer_token" if source.has_bearer_token and not source.header_names else "headers"
 
 
 def _default_prefix(name: str) -> str:

@@ -27,8 +27,13 @@ class AuditRead(ReadSchema):
 
 
 class AuditPage(BaseModel):
+    """Newest first; `next_cursor` is passed back as `before`."""
+
     items: list[AuditRead]
-    next_cursor: str | None
+    next_cursor: str | None = Field(
+        description="Opaque and URL-safe: pass it back as it is.",
+        examples=["YQAGYdnochEI1fQmzMZQTxawCodj5XjHzA"],
+    )
 
 
 class ChainBreak(BaseModel):

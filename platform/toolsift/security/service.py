@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from uuid import UUID
 
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from ..errors import BadRequest
+from ..kit.pagination import KeysetCursor
 from ..models import AuditEntry
 from .audit import GENESIS, entry_hash
 from .schemas import AuditChain, ChainBreak
+
+CURSOR = KeysetCursor(b"a", field="before", legacy_separator="~")
 
 
 class AuditService:
@@ -22,13 +22,13 @@ class AuditService:
         """Newest first; `before` is the previous page's `next_cursor`."""
         query = select(AuditEntry).order_by(AuditEntry.created_at.desc(), AuditEntry.id.desc())
         if before is not None:
-            at, entry_id = _parse_cursor(before)
+            at, entry_id = CURSOR.read(before)
             query = query.where(tuple_(AuditEntry.created_at, AuditEntry.id) < (at, entry_id))
         rows = session.scalars(query.limit(limit + 1)).all()
         cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
-            cursor = f"{rows[-1].created_at.isoformat()}~{rows[-1].id}"
+            cursor = CURSOR.issue(rows[-1].created_at, rows[-1].id)
         return rows, cursor
 
     def verify(self, session: Session) -> AuditChain:
@@ -55,17 +55,6 @@ class AuditService:
                 return AuditChain(ok=False, entries=count, head=prev, broken_at=broken)
             expected_seq, prev, count = expected_seq + 1, entry.entry_hash or "", count + 1
         return AuditChain(ok=True, entries=count, head=prev, broken_at=None)
-
-
-def _parse_cursor(cursor: str) -> tuple[datetime, UUID]:
-    try:
-        at, entry_id = cursor.split("~", 1)
-        parsed = datetime.fromisoformat(at)
-        if parsed.tzinfo is None:
-            raise ValueError("naive")
-        return parsed, UUID(entry_id)
-    except ValueError:
-        raise BadRequest("not a cursor from this endpoint", field="before") from None
 
 
 audit = AuditService()

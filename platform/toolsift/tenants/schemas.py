@@ -106,5 +106,6 @@ class TenantPage(Schema):
 
     items: list[TenantSummary]
     next_cursor: str | None = Field(
-        examples=["2026-12-04T14:10:00.123456+00:00_0b8f5c3e-6d1a-4e2b-9a7c-2f4e8d1b3c5a"]
+        description="Opaque and URL-safe: pass it back as it is.",
+        examples=["dAAGYdnochEI1fQmzMZQTxawCodj5XjHzA"],
     )

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -13,6 +12,7 @@ from ..access.schemas import KeyCreate, KeyCreated
 from ..access.service import access
 from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, set_tenant
 from ..errors import NotFound, ServiceUnavailable, TenantDeleted, Unprocessable
+from ..kit.pagination import KeysetCursor
 from ..models import Tenant
 from ..security.audit import lock_chain
 from ..selection.dense import Fusion
@@ -53,21 +53,8 @@ _LIST = text(
     LIMIT :limit
     """
 )
-
-
-def tenant_cursor(item: TenantSummary) -> str:
-    """Where a page ended, by value: it stays valid if that tenant is deleted meanwhile."""
-    return f"{item.created_at.isoformat()}_{item.id}"
-
-
-def _parse_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    at, _, tenant_id = cursor.rpartition("_")
-    try:
-        return datetime.fromisoformat(at), uuid.UUID(tenant_id)
-    except ValueError as error:
-        raise Unprocessable(
-            "after: not a cursor of this list (pass `next_cursor` back)", field="after"
-        ) from error
+# Where a page ended, by value: it stays valid if that tenant is deleted meanwhile.
+CURSOR = KeysetCursor(b"t", field="after", legacy_separator="_")
 
 
 class TenantService:
@@ -90,7 +77,7 @@ class TenantService:
     def list_all(self, session: Session, *, limit: int, after: str | None) -> TenantPage:
         """Every tenant, oldest first: the operator's view, read as the observer role (with
         every permission, or the restrictive permission policy would hide tools from it)."""
-        after_at, after_id = _parse_cursor(after) if after is not None else (None, None)
+        after_at, after_id = CURSOR.read(after) if after is not None else (None, None)
         set_permissions(session, ALL_PERMISSIONS)
         try:
             as_observer(session)
@@ -103,8 +90,10 @@ class TenantService:
             _LIST, {"after_at": after_at, "after_id": after_id, "limit": limit}
         ).all()
         items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows]
-        more = len(items) == limit
-        return TenantPage(items=items, next_cursor=tenant_cursor(items[-1]) if more else None)
+        last = items[-1] if len(items) == limit else None
+        return TenantPage(
+            items=items, next_cursor=CURSOR.issue(last.created_at, last.id) if last else None
+        )
 
     def get(self, session: Session, *, for_write: bool = False) -> Tenant:
         """`for_write`: after the tenant's admin writers before it, so a settings merge
