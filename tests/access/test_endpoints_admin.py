@@ -480,6 +480,16 @@ class TestTenants:
         assert patched["settings"] == {"a": 1, "b": 3}
         assert admin.ok(admin.get("/admin/v1/tenant")) == patched
 
+    def test_a_null_setting_is_removed_at_any_depth(self, admin: Caller) -> None:
+        """A JSON merge patch: a setting written under a misspelt name can be taken out."""
+        settings = {"log_retention_day": 30, "fusion": {"k": 30, "bm25_weight": 2.0}}
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": settings}))
+        removed = {"log_retention_day": None, "fusion": {"k": None}, "absent": None}
+        patched = admin.ok(admin.patch("/admin/v1/tenant", {"settings": removed}))
+        assert patched["settings"] == {"fusion": {"bm25_weight": 2.0}}
+        cleared = admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": None}}))
+        assert cleared["settings"] == {}
+
     def test_empty_patch_changes_nothing(self, admin: Caller) -> None:
         before = admin.ok(admin.get("/admin/v1/tenant"))
         assert admin.ok(admin.patch("/admin/v1/tenant", {})) == before

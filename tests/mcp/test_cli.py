@@ -55,6 +55,10 @@ def test_add_list_sync_review_approve(server: LiveServer, owner_conn: Any) -> No
     assert {("cli", "mcp_sources"), ("cli", "tools"), ("cli", "mcp_tools")} <= set(audited)
     listed = run("mcp", "list", *t)
     assert "healthy" in listed
+    # The id `sync` and the API take, whole, even at 80 columns.
+    assert re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", listed), (
+        listed
+    )
     assert "tok-cli-secret" not in listed + added
     review = run("mcp", "review", *t)
     digest = re.search(r"hash ([0-9a-f]{64})", review)

@@ -285,6 +285,16 @@ class TestList:
                 break
         assert seen == [str(t) for t in made]
 
+    def test_a_full_last_page_has_a_null_cursor(
+        self, client: TestClient, database: Database
+    ) -> None:
+        made = [str(new_tenant(client, database, f"t{i}").tenant_id) for i in range(4)]
+        first = client.get("/admin/v1/tenants", params={"limit": 2}, headers=OPERATOR).json()
+        params = {"limit": 2, "after": first["next_cursor"]}
+        last = client.get("/admin/v1/tenants", params=params, headers=OPERATOR).json()
+        assert [t["id"] for t in first["items"] + last["items"]] == made
+        assert last["next_cursor"] is None
+
     def test_a_page_ending_on_a_deleted_tenant_still_leads_on(
         self, client: TestClient, database: Database
     ) -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tests.fixtures.factories import Caller, agent_key
 from tests.fixtures.jsontext import served_tools
+from toolsift.tools.schemas import ANNOTATION_HINTS
 
 # Neither sorted nor in jsonb's order, at the top and one level down.
 PROPERTIES = {
@@ -140,12 +141,19 @@ _PROPERTIES = st.dictionaries(
 )
 
 
+# Keys MCP's ToolAnnotations types (hints are booleans, a title a string) are checked at
+# input: any other key holds any JSON.
+_ANNOTATIONS = st.dictionaries(
+    _KEYS.filter(lambda key: key not in (*ANNOTATION_HINTS, "title")), _JSON, max_size=3
+)
+
+
 @settings(
     max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(properties=_PROPERTIES, annotations=st.dictionaries(_KEYS, _JSON, max_size=3))
+@given(properties=_PROPERTIES, annotations=_ANNOTATIONS)
 def test_any_schema_comes_back_and_is_served_as_written(
     admin: Caller, properties: dict[str, Any], annotations: dict[str, Any]
 ) -> None:

@@ -20,7 +20,7 @@ from uuid import UUID
 import anyio
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -141,19 +141,20 @@ def list_sources(tenant: Tenant, data_dir: DataDir = None) -> None:
         _session(database, tenant) as session,
     ):
         sources = mcp.read(session, mcp.list_sources(session))
-    table = Table("id", "name", "transport", "health", "tools", "held", "last synced", "error")
+    # A block per source, not a table: eight columns do not fit a terminal, and rich cut
+    # the id (which `sync` and the API take) and the error to a few characters.
     for s in sources:
-        table.add_row(
-            str(s.id),
-            s.name,
-            s.transport,
-            s.health,
-            str(s.tool_count),
-            str(s.held_count),
-            s.last_synced_at.isoformat(timespec="seconds") if s.last_synced_at else "-",
-            (s.last_error or "")[:80],
+        synced = s.last_synced_at.isoformat(timespec="seconds") if s.last_synced_at else "never"
+        console.print(
+            f"[bold]{escape(s.name)}[/bold] {s.health}, {s.tool_count} tools,"
+            f" {s.held_count} held, {s.transport}, last synced {synced}",
+            highlight=False,
         )
-    console.print(table)
+        console.print(f"  id {s.id}", highlight=False)
+        if s.last_error:
+            console.print(f"  error: {escape(s.last_error)}", highlight=False)
+    if not sources:
+        console.print("no sources")
 
 
 @app.command("sync")

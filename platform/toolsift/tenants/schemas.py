@@ -66,7 +66,8 @@ class TenantUpdate(StoredSchema):
     settings: TenantSettings | None = Field(
         default=None,
         description="Per-tenant retrieval settings, merged key by key (at every depth) into the"
-        " current ones; a null value resets a known setting to its default.",
+        " current ones (a JSON merge patch): a null removes its key, which resets a known"
+        " setting to its default.",
         examples=[{"fusion": {"k": 60, "bm25_weight": 1.0, "dense_weight": 1.5}}],
     )
 

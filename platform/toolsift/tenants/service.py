@@ -86,11 +86,12 @@ class TenantService:
                 f"listing tenants needs the database login to be a member of {OBSERVER_ROLE}"
                 " (the login that ran the migrations is)"
             ) from error
+        # One row more than the page: a full last page then says it is the last.
         rows = session.execute(
-            _LIST, {"after_at": after_at, "after_id": after_id, "limit": limit}
+            _LIST, {"after_at": after_at, "after_id": after_id, "limit": limit + 1}
         ).all()
-        items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows]
-        last = items[-1] if len(items) == limit else None
+        items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows[:limit]]
+        last = items[-1] if len(rows) > limit else None
         return TenantPage(
             items=items, next_cursor=CURSOR.issue(last.created_at, last.id) if last else None
         )
@@ -156,13 +157,18 @@ def _check_fusion(fusion: Any) -> None:
 
 
 def merged(current: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    """Key by key, at every depth: `{"fusion": {"k": 30}}` keeps the other fusion settings."""
+    """Key by key, at every depth: `{"fusion": {"k": 30}}` keeps the other fusion settings,
+    and a null removes its key (a JSON merge patch, RFC 7396), so that a setting written
+    under a misspelt name can be taken out again."""
     result = dict(current)
     for key, value in given.items():
         old = result.get(key)
-        result[key] = (
-            merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
-        )
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(old, dict) and isinstance(value, dict):
+            result[key] = merged(old, value)
+        else:
+            result[key] = value
     return result
 
 
