@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from tests.analytics.seed import OwnerConn, seed_tenant
 from tests.fixtures.factories import PEPPER, Caller
 from toolsift import cli
+from toolsift.analytics import report
 from toolsift.config import get_settings
 from toolsift.db import Database
 
@@ -70,6 +71,24 @@ class TestReport:
         assert [row.split()[1] for row in dated] == ["refund_policy"]
         assert "2026-11-11" in result.output
         assert "no tool has a second version" in result.output
+
+    def test_top_tools_say_when_the_row_cap_left_out_the_oldest_days(
+        self,
+        admin: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The totals sum daily rows, newest first, up to a cap: past it they would quietly
+        cover fewer days than asked."""
+        seed_tenant(admin, database, owner_conn)
+        complete = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id)])
+        assert "Top tools (first 15)" in complete.output
+        monkeypatch.setattr(report, "MAX_ROWS", 2)
+        capped = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id)])
+        assert capped.exit_code == 0, capped.output
+        said = " ".join(capped.output.split())  # rich wraps a title to its table's width
+        assert "Top tools (first 15, since 2026-11-11 only: narrow --since)" in said
 
     def test_a_bad_date_names_the_option(self, admin: Caller) -> None:
         result = runner.invoke(

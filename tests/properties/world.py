@@ -27,7 +27,7 @@ from toolsift.auth.deps import Principal
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.tenants.schemas import TenantCreate
 from toolsift.tenants.service import tenant as tenant_service
-from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.schemas import MAX_TOOL_NAME, ToolCreate
 from toolsift.tools.service import tool as tool_service
 
 MODES = ("bm25", "dense", "hybrid")
@@ -231,6 +231,10 @@ def build_world(database: Database, *, tenants: int, tools: int, seed: int) -> W
 # --- what hypothesis draws -------------------------------------------------------------------
 
 
+def _fits_a_name(name: str) -> bool:
+    return len(name) <= MAX_TOOL_NAME
+
+
 def requests(world: World, mode: str) -> st.SearchStrategy[dict[str, Any]]:
     """A select body: chat history naming tools of every tenant, hostile text, any k and budget."""
     names = st.sampled_from([*world.names, "", "x" * 65, "a b", "order_status'--", "ÿ"])
@@ -266,7 +270,8 @@ def requests(world: World, mode: str) -> st.SearchStrategy[dict[str, Any]]:
         {
             "messages": st.lists(st.one_of(user, assistant), min_size=1, max_size=4),
             "task": st.fixed_dictionaries(
-                {"plan": phrase, "recent_tools": st.lists(names, max_size=4)}
+                # A recent tool longer than any name is a 422 (`selection.schemas.RecentTool`).
+                {"plan": phrase, "recent_tools": st.lists(names.filter(_fits_a_name), max_size=4)}
             ),
             "k": st.integers(1, 50),
             "budget_tokens": st.one_of(st.integers(1, 400), st.integers(1, 200_000)),

@@ -118,7 +118,7 @@ class TestFusionSettings:
             "a": {"b": 1, "c": 2},
         }
         reset = admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"k": None}}}))
-        assert reset["settings"]["fusion"] == {"k": None, "bm25_weight": 2.0}
+        assert reset["settings"]["fusion"] == {"bm25_weight": 2.0}
 
     def test_weights_steer_hybrid_and_other_settings_are_kept(
         self, meaning_catalog: Caller, admin: Caller

@@ -213,3 +213,23 @@ def test_a_query_of_another_model_than_the_tenant_serves_counts_every_tool_missi
         embeddings.server_close()
     assert answer["missing_embeddings"] == 2
     assert [t["name"] for t in answer["tools"]] == ["order_status"]  # BM25 still serves
+
+
+def test_a_key_the_database_refuses_never_gets_its_query_embedded(
+    slow_client: TestClient, database: Database, hanging: HangingEmbeddings
+) -> None:
+    """The embedding is a dense select's costly part: a made-up key (each one a rate-limit
+    bucket of its own) or an admin key is refused before any, and a real key gets one."""
+    admin = new_tenant(slow_client, database, "acme")
+    admin.ok(admin.post("/admin/v1/tools", tool_body("order_status", "Where an order is")), 201)
+    made_up = f"tsk_{admin.tenant_id.hex}_{'0' * 32}_{'x' * 43}"
+    body = {"messages": [{"role": "user", "content": "where is my order"}], "mode": "hybrid"}
+    for key, status in ((made_up, 401), (admin.key, 403)):
+        refused = slow_client.post(
+            "/v1/select", json=body, headers={"Authorization": f"Bearer {key}"}
+        )
+        assert refused.status_code == status, refused.text
+    assert hanging.requests == 0
+    agent = agent_key(admin, [])
+    assert agent.ok(agent.select("where is my order", mode="hybrid"))["tools"]
+    assert hanging.requests == 1

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.orm import Session
 
+from .service import MAX_ROWS
 from .service import analytics as analytics_service
 
 TOP = 15
@@ -78,13 +79,20 @@ def render(
         )
     )
     usage: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for r in rows("tool_usage_daily", limit=10_000):
+    daily = rows("tool_usage_daily", limit=MAX_ROWS)
+    for r in daily:
         usage[r.tool_name][0] += r.selections
         usage[r.tool_name][1] += r.calls
     top = sorted(usage.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))[:TOP]
+    # Newest days first: past the cap the oldest are left out, which must be said.
+    cut = (
+        f", since {min(r.day for r in daily)} only: narrow --since"
+        if len(daily) == MAX_ROWS
+        else ""
+    )
     console.print(
         _table(
-            f"Top tools (first {TOP})",
+            f"Top tools (first {TOP}{cut})",
             ["tool", "offered", "called"],
             [[name, offered, called] for name, (offered, called) in top],
             empty="no selects",

@@ -36,6 +36,7 @@ from ..security.ratelimit import RateLimiter
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
 from ..tools.definitions import Format
+from ..tools.schemas import MAX_TOOL_NAME
 
 SEARCH_TOOLS = types.Tool(
     name="search_tools",
@@ -50,7 +51,7 @@ SEARCH_TOOLS = types.Tool(
             "query": {"type": "string", "maxLength": 32768, "description": "The task, in words."},
             "recent_tools": {
                 "type": "array",
-                "items": {"type": "string"},
+                "items": {"type": "string", "maxLength": MAX_TOOL_NAME},
                 "maxItems": 50,
                 "description": "Tools called recently, newest last.",
             },

@@ -29,7 +29,7 @@ def build_query(request: SelectRequest) -> str:
     """Only the message the query is read from is bounded (the body limit bounds the rest):
     an earlier tool result of 40,000 characters is an ordinary conversation."""
     index = _query_message(request.messages)
-    texts = list(_texts(request.messages[index]))
+    texts = _texts_of_query(request.messages[index])
     if sum(len(t) for t in texts) > MAX_TEXT:
         raise Unprocessable(
             f"the message the query is read from must be at most {MAX_TEXT} characters of text",
@@ -41,12 +41,20 @@ def build_query(request: SelectRequest) -> str:
 
 
 def _query_message(messages: list[Message]) -> int:
-    """The last user message with text, or else the last message of any role."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "user" and any(t.strip() for t in _texts(message)):
-            return index
+    """The last user message with text, or else the last assistant message with text, or
+    else the last message. Never a tool's output (an OpenAI `tool` message, as an Anthropic
+    `tool_result` block is no text): it is data the agent fetched, often long, not what
+    anyone asked, and the two shapes of one conversation must give one query."""
+    for roles in (("user",), ("assistant",)):
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if message.role in roles and any(t.strip() for t in _texts(message)):
+                return index
     return len(messages) - 1
+
+
+def _texts_of_query(message: Message) -> list[str]:
+    return [] if message.role == "tool" else list(_texts(message))
 
 
 #: Used tools a select keeps at most, the most recently called first.

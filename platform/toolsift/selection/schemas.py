@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..access.schemas import RoleName
 from ..kit.schemas import Schema
 from ..tools.definitions import Format
+from ..tools.schemas import MAX_TOOL_NAME
 
 MAX_TEXT = 32_768
 Mode = Literal["bm25", "dense", "hybrid"]
@@ -26,9 +27,14 @@ class Message(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
 
 
+# A recent tool is a tool's name (at most 64 characters); its text joins the query, which
+# 50 long strings would have made 240,000 characters long, every one of them logged.
+RecentTool = Annotated[str, Field(max_length=MAX_TOOL_NAME)]
+
+
 class TaskState(Schema):
     plan: str = Field(default="", max_length=8_000, description="The task in progress, in words.")
-    recent_tools: list[str] = Field(
+    recent_tools: list[RecentTool] = Field(
         default_factory=list, max_length=50, description="Tools called recently, newest last."
     )
 

@@ -44,6 +44,11 @@ _SELECT = """
         %(used)s::text[], %(k)s::integer, %(budget)s::integer, %(format)s::text,
         %(debug)s::boolean, %(elapsed_ms)s::float8)
 """
+# The key alone, before a query is embedded for it (toolsift_select checks it again).
+_CHECK_KEY = (
+    "SELECT toolsift_agent_scope(%(tenant_id)s::uuid, %(key_id)s::uuid, %(key_hash)s::text,"
+    " NULL::text[])"
+)
 #: SQLSTATEs raised by toolsift_agent_scope and toolsift_select.
 _BAD_KEY = "TSA01"
 _ROLE_NOT_GRANTED = "TSA02"
@@ -51,6 +56,32 @@ _NOT_AGENT = "TSA03"
 
 # The roles' grants as this transaction's permissions (migration 0008).
 _APPLY_ROLES = text("SELECT toolsift_apply_roles(CAST(:tenant_id AS uuid), CAST(:roles AS text[]))")
+
+
+class VouchedKeys:
+    """Key hashes this process saw the database accept lately, so that only their requests
+    embed a query straight away: the embedding, not the select, is the costly part of a
+    dense select, and a made-up key (each one a new rate-limit bucket) must not get it.
+
+    A hit only spares the extra round trip; `toolsift_select` checks the key on every
+    request, so a key revoked within the TTL is still refused at its next select."""
+
+    def __init__(self, ttl: float = 60.0, maxsize: int = 10_000) -> None:
+        self.ttl = ttl
+        self.maxsize = maxsize
+        self._until: dict[str, float] = {}
+
+    def __contains__(self, key_hash: str) -> bool:
+        until = self._until.get(key_hash)
+        return until is not None and until > time.monotonic()
+
+    def add(self, key_hash: str) -> None:
+        if len(self._until) >= self.maxsize:
+            now = time.monotonic()
+            self._until = {k: t for k, t in self._until.items() if t > now}
+            if len(self._until) >= self.maxsize:
+                self._until.pop(next(iter(self._until)))  # the oldest entry
+        self._until[key_hash] = time.monotonic() + self.ttl
 
 
 def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:
@@ -108,6 +139,7 @@ _EMBEDDER_REST_SECONDS = 5.0
 class SelectionService:
     def __init__(self) -> None:
         self._query_threads: anyio.CapacityLimiter | None = None
+        self.vouched = VouchedKeys()
 
     async def serve(
         self,
@@ -128,6 +160,8 @@ class SelectionService:
         started = time.perf_counter()
         call = self._call(request, key.tenant_id, key.key_id, key.key_hash, request.roles)
         if embedder is not None and _wants_vector(call):
+            if key.key_hash not in self.vouched:
+                await self._check_key(pool, call, request)
             await self._embed_within(call, embedder, embedding_deadline)
         async with pool.connection() as conn:
             call["elapsed_ms"] = (time.perf_counter() - started) * 1000
@@ -155,6 +189,17 @@ class SelectionService:
         assert row is not None
         body: str = row[0]
         return body.encode()
+
+    async def _check_key(self, pool: HotPool, call: dict[str, Any], request: SelectRequest) -> None:
+        """A 401 or 403 before the query is embedded, for a key not vouched for yet."""
+        async with pool.connection() as conn:
+            try:
+                await conn.execute(_CHECK_KEY, call)
+            except psycopg.Error as error:
+                if (refusal := _refusal(error, request)) is None:
+                    raise
+                raise refusal from None
+        self.vouched.add(call["key_hash"])
 
     def select(
         self,

@@ -17,7 +17,8 @@ from ..access.schemas import NAME_PATTERN
 from ..kit.schemas import ReadSchema, Schema, StoredSchema
 
 # Valid as a tool name for Anthropic, OpenAI and MCP alike.
-TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_TOOL_NAME = 64
+TOOL_NAME_PATTERN = rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME}}}$"
 MAX_SCHEMA_BYTES = 65_536
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
