@@ -805,6 +805,7 @@ def select_command(
             " anthropic_tool_reference.",
         ),
     ] = "anthropic",
+    mode: Annotated[str, typer.Option(help="bm25, dense or hybrid.")] = "hybrid",
     debug: Annotated[bool, typer.Option(help="Show scores of the candidates.")] = False,
     raw: Annotated[bool, typer.Option(help="Print the JSON response.")] = False,
 ) -> None:
@@ -814,6 +815,7 @@ def select_command(
         "task": {"plan": plan},
         "k": k,
         "budget_tokens": budget,
+        "mode": mode,
         "format": output_format,
         "debug": debug,
     }
@@ -836,7 +838,10 @@ def select_command(
     if raw:
         console.print_json(data=data)
         return
-    table = Table(title=f"{len(data['tools'])} tools, {data['tokens']} tokens, {elapsed:.1f} ms")
+    table = Table(
+        title=f"{len(data['tools'])} tools, {data['tokens']} tokens, {data['mode']},"
+        f" {elapsed:.1f} ms"
+    )
     table.add_column("tool")
     # A tool reference carries only the name (`anthropic_tool_reference`).
     described = output_format != "anthropic_tool_reference"
@@ -848,6 +853,8 @@ def select_command(
         row = [name, inner.get("description", "")] if described else [name]
         table.add_row(*row)
     console.print(table)
+    # What a tool call is reported against (POST /v1/tool-calls): on a line of its own, whole.
+    console.print(f"selection {data['selection_id']}", highlight=False, soft_wrap=True)
     if debug:
         scores = Table(title="candidates")
         for column in ("rank", "tool", "score", "matched", "outcome"):

@@ -506,15 +506,16 @@ class TestSelect:
             tool = ToolCreate(name="order_status", description="Shipping status of an order")
             tool_service.upsert(session, tenant_id, [tool])
         with served(create_app(settings, database)) as url:
+            options = ["--key", key[1], "--url", url, "--mode", "bm25"]
             shown = {
-                fmt: runner.invoke(
-                    app, ["select", "order status", "--key", key[1], "--url", url, "--format", fmt]
-                )
+                fmt: runner.invoke(app, ["select", "order status", *options, "--format", fmt])
                 for fmt in ("anthropic", "openai", "openai_responses", "anthropic_tool_reference")
             }
         for fmt, result in shown.items():
             assert result.exit_code == 0, result.output
             assert "order_status" in result.output
+            assert re.search(r"bm25, [0-9.]+ ms", " ".join(result.output.split()))
+            assert re.search(r"^selection [0-9a-f-]{36}$", result.output, re.M), result.output
             described = "Shipping status of an order" in result.output
             assert described == (fmt != "anthropic_tool_reference"), (fmt, result.output)
             assert ("description" in result.output) == described

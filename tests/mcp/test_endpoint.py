@@ -25,6 +25,7 @@ from tests.fixtures.factories import (
     tool_body,
 )
 from tests.fixtures.served import served
+from toolsift import __version__
 from toolsift.app import create_app
 from toolsift.config import Settings
 from toolsift.db import Database
@@ -123,7 +124,10 @@ class TestSearchTools:
         }
         response = httpx.post(f"{base_url}/mcp", json=body, headers=headers)
         assert response.status_code == 200, response.text
-        assert "toolsift" in response.text
+        assert response.json()["result"]["serverInfo"] == {
+            "name": "toolsift",
+            "version": __version__,
+        }
 
     def test_an_error_does_not_echo_a_long_value_back(
         self, base_url: str, support_agent: Caller

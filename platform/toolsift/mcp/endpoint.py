@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from starlette.types import Receive, Scope, Send
 
+from .. import __version__
 from ..access.schemas import NAME_PATTERN
 from ..auth import keys
 from ..auth.deps import Principal, _authenticate
@@ -124,7 +125,10 @@ class McpEndpoint:
         self._limiter: RateLimiter | None = None
         self.settings = settings
         self.server: Server[Any] = Server(
-            "toolsift", on_list_tools=self._list_tools, on_call_tool=self._call_tool
+            "toolsift",
+            version=__version__,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
         self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
 
