@@ -475,17 +475,23 @@ def test_up_reloads_the_demo_when_its_tenant_was_deleted(
     assert not _demo_loaded(database, state)
 
 
+def _tenant_and_agent_key() -> tuple[UUID, str]:
+    """A tenant and an agent key, made with the CLI."""
+    tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+    made = runner.invoke(app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot"])
+    key = re.search(r"agent key \(shown once\): (tsk_\S+)", made.output)
+    assert key, made.output
+    return tenant_id, key[1]
+
+
 @pytest.mark.usefixtures("env")
 class TestSelect:
     def test_selects_and_says_the_api_s_error_in_one_line(
         self, client: TestClient, settings: Settings, database: Database
     ) -> None:
-        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
-        made = runner.invoke(app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot"])
-        key = re.search(r"agent key \(shown once\): (tsk_\S+)", made.output)
-        assert key, made.output
+        _, key = _tenant_and_agent_key()
         with served(create_app(settings, database)) as url:
-            options = ["--key", key[1], "--url", url]
+            options = ["--key", key, "--url", url]
             ok = runner.invoke(app, ["select", "where is my order", *options, "--raw"])
             assert ok.exit_code == 0, ok.output
             assert json.loads(ok.output)["tools"] == []
@@ -498,15 +504,12 @@ class TestSelect:
     def test_prints_each_format_s_names_and_descriptions(
         self, client: TestClient, settings: Settings, database: Database
     ) -> None:
-        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
-        made = runner.invoke(app, ["key", "create", "--tenant", str(tenant_id), "--name", "bot"])
-        key = re.search(r"agent key \(shown once\): (tsk_\S+)", made.output)
-        assert key, made.output
+        tenant_id, key = _tenant_and_agent_key()
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
             tool = ToolCreate(name="order_status", description="Shipping status of an order")
             tool_service.upsert(session, tenant_id, [tool])
         with served(create_app(settings, database)) as url:
-            options = ["--key", key[1], "--url", url, "--mode", "bm25"]
+            options = ["--key", key, "--url", url, "--mode", "bm25"]
             shown = {
                 fmt: runner.invoke(app, ["select", "order status", *options, "--format", fmt])
                 for fmt in ("anthropic", "openai", "openai_responses", "anthropic_tool_reference")
