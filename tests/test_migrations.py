@@ -506,3 +506,37 @@ def test_0022_counts_the_responses_definitions_as_the_application_does(
         assert _costs(url) == others
         costs_match(url)
         _stored_as_written(url)
+
+
+def test_0023_gives_every_analyst_login_a_statement_timeout(pg_server: str, worker_id: str) -> None:
+    """Logins made before it get the timeout from the migration; undone, it is reset."""
+    from toolsift.analytics.service import analytics
+    from toolsift.db import ALL_PERMISSIONS, Database
+    from toolsift.tools.schemas import ToolCreate
+
+    def timeout(url: str, login: str) -> list[str]:
+        with _every_row(url) as conn:
+            row = conn.execute("SELECT rolconfig FROM pg_roles WHERE rolname = %s", (login,))
+            config = row.fetchone()
+        assert config is not None
+        return [c for c in config[0] or [] if c.startswith("statement_timeout")]
+
+    with _scratch_database(pg_server, f"toolsift_analyst_timeout_{worker_id}") as url:
+        tenant_id = _write_tools(url, [ToolCreate(name="t", description="T.")])
+        command.downgrade(alembic_config(url), "0022")
+        database = Database(url, pool_size=1)
+        try:
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                login = analytics.create_analyst_login(session).login
+            try:
+                assert timeout(url, login) == []
+                upgrade(url)
+                assert timeout(url, login) == ["statement_timeout=60s"]
+                command.downgrade(alembic_config(url), "0022")
+                assert timeout(url, login) == []
+            finally:
+                with _every_row(url) as conn:
+                    conn.execute(f'DROP ROLE IF EXISTS "{login}"')
+                    conn.commit()
+        finally:
+            database.dispose()

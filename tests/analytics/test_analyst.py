@@ -133,6 +133,17 @@ class TestAnalystLogin:
         ):
             conn.execute(statement)
 
+    def test_its_statements_stop_after_a_minute_also_after_a_new_password(
+        self, admin: Caller, database_url: str, owner_conn: OwnerConn, logins: list[str]
+    ) -> None:
+        login = create_login(admin, logins)
+        with connect(database_url, login) as conn:
+            assert conn.execute("SHOW statement_timeout").fetchone() == ("1min",)
+        owner_conn.execute(f'ALTER ROLE "{login["login"]}" RESET statement_timeout')
+        again = create_login(admin, logins)
+        with connect(database_url, again) as conn:
+            assert conn.execute("SHOW statement_timeout").fetchone() == ("1min",)
+
     def test_reads_each_selects_format_and_the_tools_costs_in_every_format(
         self,
         admin: Caller,
