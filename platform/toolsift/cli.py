@@ -697,12 +697,13 @@ def tools_import(
                     chunk = items[start : start + batch]
                     with database.unit_of_work(tenant, permissions=ALL_PERMISSIONS) as session:
                         audit.track(session, audit.Actor("cli"))
+                        given = [i.given for i in chunk]
                         tools = tool_service.keeping_catalog_fields(
-                            session, [i.tool for i in chunk], [i.given for i in chunk]
+                            session, [i.tool for i in chunk], given
                         )
                         kept += sum(t is not i.tool for t, i in zip(tools, chunk, strict=True))
                         try:
-                            result = tool_service.upsert(session, tenant, tools)
+                            result = tool_service.upsert(session, tenant, tools, named=given)
                         except AppError as error:
                             raise _ImportStopped(file, chunk, error, sum(totals.values())) from None
                     for status in totals:

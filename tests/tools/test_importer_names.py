@@ -30,10 +30,16 @@ def test_an_id_made_valid_takes_the_plain_name_when_no_id_has_it(tmp_path: Path)
     assert named == {"weather.get": "weather_get", "b.c": "b_c", "b-c": "b-c"}
 
 
-def test_two_ids_made_the_same_name_are_told_apart_by_a_suffix(tmp_path: Path) -> None:
-    named = names(tmp_path / "tools.jsonl", ["x.y", "x y"])
-    assert named["x.y"] == "x_y"
-    assert named["x y"].startswith("x_y_")
+@pytest.mark.parametrize("ids", [["x.y", "x y"], ["x y", "x.y"]])
+def test_two_ids_made_the_same_name_each_take_a_suffix_of_their_own(
+    tmp_path: Path, ids: list[str]
+) -> None:
+    """Otherwise the first line took `x_y`, and a file sorted otherwise gave `x_y` the other
+    record's definition (and the permission the catalog kept for that name)."""
+    named = names(tmp_path / "tools.jsonl", ids)
+    assert named == names(tmp_path / "again.jsonl", list(reversed(ids)))
+    assert named["x.y"] != named["x y"]
+    assert all(n.startswith("x_y_") and len(n) == len("x_y_") + 8 for n in named.values())
 
 
 def test_the_same_id_twice_is_refused(tmp_path: Path) -> None:

@@ -401,7 +401,11 @@ class McpService:
         names = {i.tool.name: i for i in imported.values()}
         # A deleted tool's name is free unless another source still maps it: the registry
         # hands it over (`tools.service.upsert`).
-        mapped = select(McpTool.tool_id).where(McpTool.tool_id == Tool.id).exists()
+        mapped = (
+            select(McpTool.tool_id)
+            .where(McpTool.tool_id == Tool.id, McpTool.source_id != source.id)
+            .exists()
+        )
         taken = session.execute(
             select(Tool.name, Tool.source)
             .where(Tool.name.in_(list(names)), Tool.source != mine)

@@ -32,8 +32,7 @@ def upsert_tools(data: ToolBulkUpsert, ctx: AdminContext) -> UpsertResult:
     The body must also fit the server's limit (`TOOLSIFT_MAX_BODY_BYTES`, 256 KiB by
     default, else 413): send a large catalog in several requests."""
     named = [frozenset(item.model_fields_set) for item in data.tools]
-    tools = tool_service.keeping_catalog_fields(ctx.session, data.tools, named)
-    return tool_service.upsert(ctx.session, ctx.principal.tenant_id, tools)
+    return tool_service.upsert(ctx.session, ctx.principal.tenant_id, data.tools, named=named)
 
 
 @router.get("", response_model=Page[ToolRead])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,10 +63,12 @@ def _schema(parameters: Any) -> dict[str, Any]:
     return parameters
 
 
-def _valid_ids(path: Path) -> set[str]:
-    """The file's ids that are valid names as they are. A line that does not parse is left
-    for `read_catalog` to report, in the order of the file."""
+def _taken_names(path: Path) -> set[str]:
+    """The names that more than one id of the file would have: the valid ids' own, and any
+    that two ids made valid share. A line that does not parse is left for `read_catalog` to
+    report, in the order of the file."""
     valid: set[str] = set()
+    made: Counter[str] = Counter()
     try:
         with path.open("rb") as handle:
             for raw in handle:
@@ -76,18 +79,23 @@ def _valid_ids(path: Path) -> set[str]:
                 source_id = (
                     record.get("id", record.get("name")) if isinstance(record, dict) else None
                 )
-                if isinstance(source_id, str) and tool_name(source_id) == source_id:
+                if not isinstance(source_id, str):
+                    continue
+                if tool_name(source_id) == source_id:
                     valid.add(source_id)
+                else:
+                    made[tool_name(source_id)] += 1
     except OSError:
         pass  # reported by `read_catalog`
-    return valid
+    return valid | {name for name, count in made.items() if count > 1}
 
 
 def read_catalog(path: Path) -> Iterator[Imported]:
-    # An id that is a valid name is always that name, wherever it is in the file: an id made
-    # valid (`a.b` to `a_b`) whose name a valid id of the file already is takes a suffix,
-    # so importing `a_b` again later updates the tool `a_b` made, not the one `a.b` made.
-    valid = _valid_ids(path)
+    # An id that is a valid name is always that name, wherever it is in the file; an id made
+    # valid (`a.b` to `a_b`) takes a suffix of its own where a valid id of the file is that
+    # name or another id makes it too. No name depends on the order of the lines, so a file
+    # imported again, sorted otherwise, updates each tool from the record that made it.
+    taken = _taken_names(path)
     seen: dict[str, int] = {}
     ids: dict[str, int] = {}
     try:
@@ -116,7 +124,7 @@ def read_catalog(path: Path) -> Iterator[Imported]:
                 )
             ids[source_id] = number
             name = tool_name(source_id)
-            if name in seen or (name != source_id and name in valid):
+            if name in seen or (name != source_id and name in taken):
                 name = _suffixed(name, source_id)
             if name in seen:
                 raise CatalogError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -50,9 +50,16 @@ class ToolService:
         *,
         field: str = "tools",
         source: str = "manual",
+        named: Sequence[frozenset[str]] | None = None,
     ) -> UpsertResult:
         """Create or update by name. Unchanged tools keep version and position; a deleted
-        tool with the same name comes back at its old position with a new version."""
+        tool with the same name comes back at its old position with a new version.
+
+        `named[i]`: the fields item i was given. A live tool keeps its values of the
+        `CATALOG_FIELDS` its item was not given, read under the writer lock, so that a
+        permission another admin set meanwhile is not written back as none."""
+        if named is not None:
+            items = self.keeping_catalog_fields(session, items, named)  # the answer if unchanged
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             if item.name in seen:
@@ -68,7 +75,6 @@ class ToolService:
         # One tool writer per tenant at a time, so that a version and the statistics move
         # from the last committed write; rows loaded before the lock are read again.
         lock_chain(session, tenant_id)
-        permission_ids = self._permission_ids(session, items, field=field, source=source)
         existing = {
             t.name: t
             for t in session.scalars(
@@ -77,6 +83,9 @@ class ToolService:
                 .execution_options(populate_existing=True)
             )
         }
+        if named is not None:
+            items = _kept(items, named, self._catalog_fields_of(session, existing.values()))
+        permission_ids = self._permission_ids(session, items, field=field, source=source)
         previous = {t.id: Previous.of(t) for t in existing.values() if t.deleted_at is None}
         now = datetime.now(UTC)
         created: list[Tool] = []
@@ -229,15 +238,26 @@ class ToolService:
     ) -> list[ToolCreate]:
         """Each item with the catalog's values of the `CATALOG_FIELDS` it does not name
         (`named[i]`): writing a tool again from a source that knows nothing of permissions
-        never makes a restricted tool public."""
-        current = self.catalog_fields(session, [i.name for i in items])
-        kept = []
-        for item, given in zip(items, named, strict=True):
-            now = current.get(item.name, {})
-            keep = {f: now[f] for f in CATALOG_FIELDS if f in now and f not in given}
-            changed = {f: v for f, v in keep.items() if v != getattr(item, f)}
-            kept.append(item.model_copy(update=changed) if changed else item)
-        return kept
+        never makes a restricted tool public. Read without the writer lock: `upsert(...,
+        named=...)` applies the rule again under it."""
+        return _kept(items, named, self.catalog_fields(session, [i.name for i in items]))
+
+    def _catalog_fields_of(
+        self, session: Session, tools: Iterable[Tool]
+    ) -> dict[str, dict[str, object]]:
+        """`catalog_fields` of tools already loaded (under the writer lock)."""
+        live = [t for t in tools if t.deleted_at is None]
+        ids = {t.required_permission_id for t in live if t.required_permission_id}
+        rows = session.execute(select(Permission.id, Permission.name).where(Permission.id.in_(ids)))
+        names: dict[UUID | None, str] = dict(rows.all())
+        return {
+            t.name: {
+                "required_permission": names.get(t.required_permission_id),
+                "core": t.core,
+                "examples": list(t.examples),
+            }
+            for t in live
+        }
 
     def get(self, session: Session, tool_id: UUID, *, for_write: bool = False) -> Tool:
         """`for_write`: after the tenant's tool writers before it (see `upsert`)."""
@@ -364,3 +384,17 @@ def _assign(tool: Tool, item: ToolCreate, permission_id: UUID | None) -> None:
 
 
 tool = ToolService()
+
+
+def _kept(
+    items: Sequence[ToolCreate],
+    named: Sequence[frozenset[str]],
+    current: dict[str, dict[str, object]],
+) -> list[ToolCreate]:
+    kept = []
+    for item, given in zip(items, named, strict=True):
+        now = current.get(item.name, {})
+        keep = {f: now[f] for f in CATALOG_FIELDS if f in now and f not in given}
+        changed = {f: v for f, v in keep.items() if v != getattr(item, f)}
+        kept.append(item.model_copy(update=changed) if changed else item)
+    return kept
