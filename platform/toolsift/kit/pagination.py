@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 from ..errors import Unprocessable
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Page(BaseModel, Generic[T]):
@@ -55,6 +57,15 @@ class KeysetCursor:
         micros = (at - _EPOCH) // _MICROSECOND
         token = base64.urlsafe_b64encode(_LAYOUT.pack(self.tag, micros, row_id.bytes))
         return token.rstrip(b"=").decode()
+
+    def page(self, rows: Sequence[R], limit: int) -> tuple[Sequence[R], str | None]:
+        """The page of `rows`, read with a limit of `limit + 1` so that a full last page says
+        it is the last, and the cursor after it (None on the last page). Each row has the
+        `created_at` and `id` the list is ordered by."""
+        if len(rows) <= limit:
+            return rows, None
+        last: Any = rows[limit - 1]
+        return rows[:limit], self.issue(last.created_at, last.id)
 
     def read(self, cursor: str) -> tuple[datetime, UUID]:
         """The row a page ended at; a 422 naming the query parameter if `cursor` is not

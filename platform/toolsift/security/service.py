@@ -24,12 +24,7 @@ class AuditService:
         if before is not None:
             at, entry_id = CURSOR.read(before)
             query = query.where(tuple_(AuditEntry.created_at, AuditEntry.id) < (at, entry_id))
-        rows = session.scalars(query.limit(limit + 1)).all()
-        cursor = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            cursor = CURSOR.issue(rows[-1].created_at, rows[-1].id)
-        return rows, cursor
+        return CURSOR.page(session.scalars(query.limit(limit + 1)).all(), limit)
 
     def verify(self, session: Session) -> AuditChain:
         """Walk the tenant's chain from its first entry: every link and every hash must hold.

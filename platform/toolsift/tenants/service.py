@@ -86,15 +86,14 @@ class TenantService:
                 f"listing tenants needs the database login to be a member of {OBSERVER_ROLE}"
                 " (the login that ran the migrations is)"
             ) from error
-        # One row more than the page: a full last page then says it is the last.
-        rows = session.execute(
-            _LIST, {"after_at": after_at, "after_id": after_id, "limit": limit + 1}
-        ).all()
-        items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows[:limit]]
-        last = items[-1] if len(rows) > limit else None
-        return TenantPage(
-            items=items, next_cursor=CURSOR.issue(last.created_at, last.id) if last else None
+        rows, cursor = CURSOR.page(
+            session.execute(
+                _LIST, {"after_at": after_at, "after_id": after_id, "limit": limit + 1}
+            ).all(),
+            limit,
         )
+        items = [TenantSummary.model_validate(row, from_attributes=True) for row in rows]
+        return TenantPage(items=items, next_cursor=cursor)
 
     def get(self, session: Session, *, for_write: bool = False) -> Tenant:
         """`for_write`: after the tenant's admin writers before it, so a settings merge

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -83,8 +83,8 @@ class ToolService:
                 .execution_options(populate_existing=True)
             )
         }
-        if named is not None:
-            items = _kept(items, named, self._catalog_fields_of(session, existing.values()))
+        if named is not None:  # again, as committed before this write
+            items = self.keeping_catalog_fields(session, items, named)
         permission_ids = self._permission_ids(session, items, field=field, source=source)
         previous = {t.id: Previous.of(t) for t in existing.values() if t.deleted_at is None}
         now = datetime.now(UTC)
@@ -99,8 +99,9 @@ class ToolService:
                 # An imported tool's definition is its server's; a manual write must not
                 # overwrite it (nor a sync a manual tool).
                 if tool.deleted_at is None:
-                    raise Conflict(f"tool {item.name!r} comes from {tool.source}, not {source}",
-                                   field=path)  # fmt: skip
+                    raise Conflict(
+                        f"tool {item.name!r} comes from {tool.source}, not {source}", field=path
+                    )
                 # A tool its MCP source removed, rejected or had deleted by hand is still
                 # that source's: it comes back at the next listing or approval, which a
                 # writer that took the name over would break for the whole source.
@@ -238,26 +239,16 @@ class ToolService:
     ) -> list[ToolCreate]:
         """Each item with the catalog's values of the `CATALOG_FIELDS` it does not name
         (`named[i]`): writing a tool again from a source that knows nothing of permissions
-        never makes a restricted tool public. Read without the writer lock: `upsert(...,
-        named=...)` applies the rule again under it."""
-        return _kept(items, named, self.catalog_fields(session, [i.name for i in items]))
-
-    def _catalog_fields_of(
-        self, session: Session, tools: Iterable[Tool]
-    ) -> dict[str, dict[str, object]]:
-        """`catalog_fields` of tools already loaded (under the writer lock)."""
-        live = [t for t in tools if t.deleted_at is None]
-        ids = {t.required_permission_id for t in live if t.required_permission_id}
-        rows = session.execute(select(Permission.id, Permission.name).where(Permission.id.in_(ids)))
-        names: dict[UUID | None, str] = dict(rows.all())
-        return {
-            t.name: {
-                "required_permission": names.get(t.required_permission_id),
-                "core": t.core,
-                "examples": list(t.examples),
-            }
-            for t in live
-        }
+        never makes a restricted tool public. `upsert(..., named=...)` applies it before
+        taking the writer lock (for the answer to an unchanged catalog) and again under it."""
+        current = self.catalog_fields(session, [i.name for i in items])
+        kept = []
+        for item, given in zip(items, named, strict=True):
+            now = current.get(item.name, {})
+            keep = {f: now[f] for f in CATALOG_FIELDS if f in now and f not in given}
+            changed = {f: v for f, v in keep.items() if v != getattr(item, f)}
+            kept.append(item.model_copy(update=changed) if changed else item)
+        return kept
 
     def get(self, session: Session, tool_id: UUID, *, for_write: bool = False) -> Tool:
         """`for_write`: after the tenant's tool writers before it (see `upsert`)."""
@@ -384,17 +375,3 @@ def _assign(tool: Tool, item: ToolCreate, permission_id: UUID | None) -> None:
 
 
 tool = ToolService()
-
-
-def _kept(
-    items: Sequence[ToolCreate],
-    named: Sequence[frozenset[str]],
-    current: dict[str, dict[str, object]],
-) -> list[ToolCreate]:
-    kept = []
-    for item, given in zip(items, named, strict=True):
-        now = current.get(item.name, {})
-        keep = {f: now[f] for f in CATALOG_FIELDS if f in now and f not in given}
-        changed = {f: v for f, v in keep.items() if v != getattr(item, f)}
-        kept.append(item.model_copy(update=changed) if changed else item)
-    return kept
