@@ -12,7 +12,7 @@ building, cached ONNX vectors, `toolsift.selection.dense.fuse`) and adds:
   queried; BM25 statistics (df, lengths, avgdl) include those tokens ("pfx:L=..,w=..,mode=..");
 - combinations ("pfx:...+hprf:...").
 
-    python benchmarks/quality/prf.py /work/shared/datasets/* --cache /tmp/toolsift-tune \
+    python benchmarks/quality/prf.py /path/to/datasets/* --cache /tmp/toolsift-tune \
         [--only 'base,pfx:L=5,w=0.5,mode=rel'] [--halves]
 
 Per variant it prints recall@5 for bm25, dense and hybrid per dataset; "*" marks a hybrid

@@ -239,3 +239,39 @@ class TestServedFusion:
         )
         fallen = meaning_catalog.ok(meaning_catalog.select(query, k=50, debug=True))
         assert fallen["candidates"] == default["candidates"]
+
+
+class TestWordsMatched:
+    """The log says whether the query's words matched a tool: in hybrid mode dense ranks every
+    embedded tool, so that count is what shows a question the catalog has no words for."""
+
+    def _logged(self, owner_conn: OwnerConn, body: dict[str, Any]) -> tuple[int, int | None]:
+        row = owner_conn.execute(
+            "SELECT candidate_count, lexical_count FROM selection_logs WHERE id = %s",
+            (body["selection_id"],),
+        ).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+    def test_counted_per_mode(self, meaning_catalog: Caller, owner_conn: OwnerConn) -> None:
+        def logged(query: str, mode: str) -> tuple[int, int | None]:
+            return self._logged(
+                owner_conn, meaning_catalog.ok(meaning_catalog.select(query, mode=mode))
+            )
+
+        assert logged(QUERY, "hybrid") == (3, 0)  # dense ranked all three, no word matched
+        assert logged("shipping status of an order", "hybrid") == (3, 1)
+        assert logged("shipping status of an order", "bm25") == (1, 1)
+        assert logged(QUERY, "bm25") == (0, 0)
+        assert logged(QUERY, "dense") == (3, None)  # words are not scored
+
+    def test_a_hybrid_select_no_word_matched_is_a_gap_in_the_catalog(
+        self, meaning_catalog: Caller, admin: Caller
+    ) -> None:
+        meaning_catalog.ok(meaning_catalog.select(QUERY))
+        meaning_catalog.ok(meaning_catalog.select("shipping status of an order"))
+        meaning_catalog.ok(meaning_catalog.select(QUERY, mode="dense"))
+        found = admin.ok(admin.get("/admin/v1/analytics/zero-results"))
+        assert [(r["kind"], r["query"], r["selections"]) for r in found] == [
+            ("no_word_match", QUERY, 1)
+        ]

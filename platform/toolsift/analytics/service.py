@@ -88,7 +88,8 @@ VIEWS: dict[str, View[Any]] = {
             schemas.ZeroResultRow,
             "selections DESC, last_seen DESC, query",
             "last_seen",
-            "Queries that matched nothing (zero_result) or brought back core tools only.",
+            "Queries that matched nothing (zero_result), hybrid ones none of whose words"
+            " matched a tool (no_word_match), or that brought back core tools only.",
         ),
         View(
             "tools_never_selected",

@@ -49,6 +49,8 @@ class SelectionLog(TenantScoped, Base):
     # Per selected tool: why it is there (core, used, ranked) and its component ranks.
     details: Mapped[list[dict[str, Any]]] = mapped_column(StrictJSONB)
     candidate_count: Mapped[int] = mapped_column(Integer)
+    # Tools the query's words matched (BM25's candidates); None in dense mode (migration 0024).
+    lexical_count: Mapped[int | None] = mapped_column(Integer)
     tokens: Mapped[int] = mapped_column(Integer)
     catalog_tokens: Mapped[int] = mapped_column(Integer)
     latency_ms: Mapped[float] = mapped_column(Double)
