@@ -236,14 +236,23 @@ class TestSelectRequestValidation:
         assert error["code"] == "validation_error"
         assert field in error["message"]
 
-    def test_a_content_of_the_wrong_type_is_422_naming_it(
-        self, support_agent: Caller, unchanged: Unchanged
+    @pytest.mark.parametrize(
+        ("content", "message"),
+        [
+            (42, "a string or a list of content blocks"),
+            ({"type": "text", "text": "hi"}, "a string or a list of content blocks"),
+            ([{"type": "text", "text": "hi"}, "hi"], "item 1 is not one"),
+        ],
+    )
+    def test_a_content_of_the_wrong_type_is_one_error_naming_it(
+        self, support_agent: Caller, unchanged: Unchanged, content: Any, message: str
     ) -> None:
-        body = {"messages": [{"role": "user", "content": 42}]}
+        body = {"messages": [USER, {"role": "user", "content": content}]}
         with unchanged():
-            error = refused(support_agent.post(SELECT, body), 422)
-        # `content` is a union (text or blocks): pydantic appends the member it tried.
-        assert error["field"].startswith("messages[0].content")
+            error = refused(support_agent.post(SELECT, body), 422, "messages[1].content")
+        # `content` is a union (text or blocks): not one error per member, under its name.
+        assert [e["field"] for e in error["errors"]] == ["messages[1].content"]
+        assert message in error["message"]
 
     @pytest.mark.parametrize("k", [0, -1, 51, 10**6, 10**30])
     def test_k_out_of_range_is_422(

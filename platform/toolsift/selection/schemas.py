@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from ..access.schemas import RoleName
 from ..kit.schemas import Schema
@@ -25,6 +26,26 @@ class Message(BaseModel):
     role: Literal["user", "assistant", "system", "tool", "developer"]
     content: str | list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_or_blocks(cls, value: Any) -> Any:
+        """One error that names `content`: for a union pydantic reports each member it
+        tried under a path of its own (`content.str`, `content.list[dict[str,any]]`)."""
+        if value is None or isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise PydanticCustomError(
+                "content_type", "Input should be a string or a list of content blocks"
+            )
+        for index, block in enumerate(value):
+            if not isinstance(block, dict):
+                raise PydanticCustomError(
+                    "content_block",
+                    "Input should be a list of content blocks (objects): item {index} is not one",
+                    {"index": index},
+                )
+        return value
 
 
 # A recent tool is a tool's name (at most 64 characters); its text joins the query, which
