@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from sqlalchemy import text
 
 from tests.fixtures.factories import Caller, support_catalog, tool_body
 from toolsift.db import ALL_PERMISSIONS, Database
@@ -167,3 +168,49 @@ def write_selections(
                 )
             written.append(log_id)
     return written
+
+
+# A busy tenant: more (tool, day) rows of `tool_usage_daily` than any API or report reads at
+# once (MAX_ROWS, 10,000). Each of 30 days one select offers all 400 fillers (12,000 rows) and
+# is followed by a call of t000. The five oldest days also hold ten selects each that offer
+# old_favourite, each followed by its call: summed over the newest 10,000 daily rows only, it
+# would be missing, and every filler would count 25 instead of 30.
+BUSY_FIRST_DAY = datetime(2026, 10, 1, tzinfo=UTC)
+BUSY_DAYS = 30
+BUSY_FILLERS = 400
+BUSY_TOP = [("old_favourite", 50, 50), ("t000", 30, 30), ("t001", 30, 0), ("t002", 30, 0)]
+_BUSY = """
+WITH logs AS (
+    INSERT INTO selection_logs (tenant_id, id, roles, mode, format, query, k, budget_tokens,
+        tool_ids, tool_names, details, candidate_count, tokens, catalog_tokens, latency_ms,
+        created_at)
+    SELECT :tenant_id, gen_random_uuid(), '{}', 'bm25', 'anthropic', 'q', 5, 4000, '{}',
+           picked.names, '[]', 1, 1, 1, 1.0, CAST(:first_day AS timestamptz) + d * interval '1 day'
+    FROM generate_series(0, :days - 1) AS d
+    CROSS JOIN LATERAL (
+        SELECT array_agg('t' || lpad(CAST(i AS text), 3, '0') ORDER BY i) AS names
+        FROM generate_series(0, :fillers - 1) AS i
+        UNION ALL
+        SELECT ARRAY['old_favourite'] FROM generate_series(1, 10) WHERE d < 5
+    ) AS picked
+    RETURNING id, created_at, tool_names
+)
+INSERT INTO tool_calls (tenant_id, id, selection_id, selection_created_at, tool_name, allowed)
+SELECT :tenant_id, gen_random_uuid(), id, created_at,
+       CASE WHEN tool_names = ARRAY['old_favourite'] THEN 'old_favourite' ELSE 't000' END, true
+FROM logs
+"""
+
+
+def seed_busy(database: Database, tenant_id: UUID) -> None:
+    """The busy tenant's logs (see BUSY_TOP), written in one statement as the app role."""
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        session.execute(
+            text(_BUSY),
+            {
+                "tenant_id": tenant_id,
+                "first_day": BUSY_FIRST_DAY,
+                "days": BUSY_DAYS,
+                "fillers": BUSY_FILLERS,
+            },
+        )

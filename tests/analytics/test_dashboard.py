@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
 
-from tests.analytics.seed import OwnerConn, Selection, seed_tenant, write_selections
+from tests.analytics.seed import OwnerConn, Selection, seed_busy, seed_tenant, write_selections
 from tests.fixtures.factories import Caller, tool_body
 from tests.fixtures.served import served
 from toolsift.app import create_app
@@ -147,13 +147,16 @@ class TestDashboard:
             "bm25 p95": [19.5, None],
             "hybrid p95": [30, 59],
         }
-        tools = data("chart-tools")
-        assert [(d["label"], d["data"]) for d in tools["datasets"]] == [
-            ("search_help", [3, 3]),
-            ("order_status", [1, 1]),
-            ("lookup_account", [0, 1]),
-            ("refund_policy", [1, 0]),
-        ]
+        # The period's totals from /analytics/top-tools: most offered first.
+        assert data("chart-tools") == {
+            "labels": [
+                "search_help", "order_status", "lookup_account", "refund_policy", "issue_refund",
+            ],
+            "datasets": [
+                {"label": "offered", "data": [6, 2, 1, 1, 0]},
+                {"label": "called", "data": [0, 2, 1, 0, 1]},
+            ],
+        }  # fmt: skip
         for chart in ("chart-recall", "chart-tokens", "chart-latency", "chart-tools"):
             ink = page.evaluate(INK, chart)
             assert ink["width"] > 300, (chart, ink)
@@ -192,6 +195,29 @@ class TestDashboard:
         png = page.screenshot(path=SCREENSHOT, full_page=True)
         assert png.startswith(b"\x89PNG")
         assert len(png) > 50_000
+
+    def test_top_tools_of_a_busy_tenant_count_every_day(
+        self, server: str, watched: Watched, admin: Caller, database: Database
+    ) -> None:
+        """More (tool, day) rows than one API read serves: the chart shows the database's
+        totals, not sums of the newest rows."""
+        seed_busy(database, admin.tenant_id)
+        page = open_with(watched, server, admin.key, since="2026-09-01")
+        page.wait_for_function("() => window.dashboard.loaded || window.dashboard.error")
+        assert page.evaluate("() => window.dashboard.error || null") is None
+        assert page.evaluate(CHART_DATA, "chart-tools") == {
+            "labels": ["old_favourite", "t000", "t001", "t002", "t003", "t004"],
+            "datasets": [
+                {"label": "offered", "data": [50, 30, 30, 30, 30, 30]},
+                {"label": "called", "data": [50, 30, 0, 0, 0, 0]},
+            ],
+        }
+        asked = [r.url for r in watched.requests if "/admin/v1/analytics/" in r.url]
+        assert [u for u in asked if "/top-tools?" in u] == [
+            f"{server}/admin/v1/analytics/top-tools?since=2026-09-01&limit=6"
+        ]
+        assert not [u for u in asked if "/tool-usage" in u]
+        assert watched.errors == []
 
     def test_queries_are_shown_as_text_never_run(
         self, server: str, watched: Watched, admin: Caller, database: Database

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.analytics.seed import OwnerConn, seed_tenant
+from tests.analytics.seed import BUSY_TOP, OwnerConn, seed_busy, seed_tenant
 from tests.fixtures.factories import Caller, agent_key
 from toolsift.db import Database
 
@@ -54,6 +54,23 @@ class TestAnalyticsEndpoints:
         )
         assert len(admin.ok(admin.get("/admin/v1/analytics/tool-usage", params={"limit": 3}))) == 3
 
+    def test_top_tools_are_summed_over_the_period(self, admin: Caller) -> None:
+        top = admin.ok(admin.get("/admin/v1/analytics/top-tools"))
+        assert [(r["tool_name"], r["selections"], r["calls"]) for r in top] == [
+            ("search_help", 6, 0),
+            ("order_status", 2, 2),
+            ("lookup_account", 1, 1),
+            ("refund_policy", 1, 0),
+            ("issue_refund", 0, 1),
+        ]
+        day2 = admin.ok(
+            admin.get("/admin/v1/analytics/top-tools", params={"since": "2026-11-11", "limit": 2})
+        )
+        assert day2 == [
+            {"tool_name": "search_help", "selections": 3, "calls": 0},
+            {"tool_name": "order_status", "selections": 1, "calls": 1},
+        ]
+
     @pytest.mark.parametrize(
         ("path", "params", "field"),
         [
@@ -63,6 +80,11 @@ class TestAnalyticsEndpoints:
             ("drift", {"since": "2026-05-01", "until": "2026-05-01"}, "until"),
             ("latency", {"limit": 0}, "limit"),
             ("near-duplicates", {"limit": 10_001}, "limit"),
+            ("top-tools", {"since": "2026-11"}, "since"),
+            ("top-tools", {"until": "tomorrow"}, "until"),
+            ("top-tools", {"since": "2026-11-11", "until": "2026-11-11"}, "until"),
+            ("top-tools", {"limit": 0}, "limit"),
+            ("top-tools", {"limit": 10_001}, "limit"),
         ],
     )
     def test_bad_parameters_are_named(
@@ -76,3 +98,22 @@ class TestAnalyticsEndpoints:
         agent = agent_key(admin, ["support"])
         assert agent.get("/admin/v1/analytics/recall").status_code == 403
         assert admin.client.get("/admin/v1/analytics/recall").status_code == 401
+
+
+def test_top_tools_of_a_busy_tenant_count_every_day(admin: Caller, database: Database) -> None:
+    """More (tool, day) rows than the daily endpoint serves at once: the totals are exact."""
+    seed_busy(database, admin.tenant_id)
+    top = admin.ok(admin.get("/admin/v1/analytics/top-tools"))
+    assert len(top) == 100
+    assert [(r["tool_name"], r["selections"], r["calls"]) for r in top[:4]] == BUSY_TOP
+    assert all(r["selections"] == 30 and r["calls"] == 0 for r in top[2:])
+    later = admin.ok(
+        admin.get(
+            "/admin/v1/analytics/top-tools",
+            params={"since": "2026-10-06", "until": "2026-10-31", "limit": 2},
+        )
+    )
+    assert later == [
+        {"tool_name": "t000", "selections": 25, "calls": 25},
+        {"tool_name": "t001", "selections": 25, "calls": 0},
+    ]

@@ -8,14 +8,27 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tests.analytics.seed import OwnerConn, seed_tenant
+from tests.analytics.seed import BUSY_TOP, OwnerConn, seed_busy, seed_tenant
 from tests.fixtures.factories import PEPPER, Caller
 from toolsift import cli
-from toolsift.analytics import report
 from toolsift.config import get_settings
 from toolsift.db import Database
 
 runner = CliRunner()
+
+
+def top_tools(output: str) -> list[tuple[str, int, int]]:
+    """The rows of the report's top tools table."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Top tools"))
+    found = []
+    for line in lines[start + 1 :]:
+        if line.startswith("└"):
+            break
+        if line.startswith("│"):
+            name, offered, called = (cell.strip() for cell in line.strip("│").split("│"))
+            found.append((name, int(offered), int(called)))
+    return found
 
 
 @pytest.fixture
@@ -56,6 +69,13 @@ class TestReport:
         assert "-80.0 pts" in line("order_status", "changed")
         assert line("search_help", " 6 ", "2026-11-11")
         assert line("delete_account", "False")
+        assert top_tools(result.output) == [
+            ("search_help", 6, 0),
+            ("order_status", 2, 2),
+            ("lookup_account", 1, 1),
+            ("refund_policy", 1, 0),
+            ("issue_refund", 0, 1),
+        ]
 
     def test_since_limits_the_day_tables(
         self, admin: Caller, database: Database, owner_conn: OwnerConn
@@ -72,23 +92,22 @@ class TestReport:
         assert "2026-11-11" in result.output
         assert "no tool has a second version" in result.output
 
-    def test_top_tools_say_when_the_row_cap_left_out_the_oldest_days(
-        self,
-        admin: Caller,
-        database: Database,
-        owner_conn: OwnerConn,
-        monkeypatch: pytest.MonkeyPatch,
+    def test_top_tools_count_every_day_of_a_busy_tenant(
+        self, admin: Caller, database: Database
     ) -> None:
-        """The totals sum daily rows, newest first, up to a cap: past it they would quietly
-        cover fewer days than asked."""
-        seed_tenant(admin, database, owner_conn)
-        complete = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id)])
-        assert "Top tools (first 15)" in complete.output
-        monkeypatch.setattr(report, "MAX_ROWS", 2)
-        capped = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id)])
-        assert capped.exit_code == 0, capped.output
-        said = " ".join(capped.output.split())  # rich wraps a title to its table's width
-        assert "Top tools (first 15, since 2026-11-11 only: narrow --since)" in said
+        """More (tool, day) rows than the analytics reads serve at once (MAX_ROWS): the totals
+        are summed in the database, exact, with no notice of a cut."""
+        seed_busy(database, admin.tenant_id)
+        result = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id)])
+        assert result.exit_code == 0, result.output
+        assert "narrow --since" not in " ".join(result.output.split())
+        top = top_tools(result.output)
+        assert top[: len(BUSY_TOP)] == BUSY_TOP
+        assert top[len(BUSY_TOP) :] == [(f"t{i:03}", 30, 0) for i in range(3, 14)]
+        dates = ["--since", "2026-10-06", "--until", "2026-10-31"]
+        later = runner.invoke(cli.app, ["report", "--tenant", str(admin.tenant_id), *dates])
+        assert later.exit_code == 0, later.output
+        assert top_tools(later.output)[:2] == [("t000", 25, 25), ("t001", 25, 0)]
 
     def test_a_bad_date_names_the_option(self, admin: Caller) -> None:
         result = runner.invoke(

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import itertools
 import re
-from datetime import date
+from collections import Counter
+from datetime import date, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from tests.analytics.seed import (
+    BUSY_FIRST_DAY,
+    BUSY_TOP,
     D1,
     D2,
     VECTORS,
@@ -19,13 +24,15 @@ from tests.analytics.seed import (
     Seeded,
     Selection,
     at,
+    seed_busy,
     seed_tenant,
     write_selections,
 )
 from tests.fixtures.factories import Caller, new_tenant, tool_body
-from toolsift.analytics.service import VIEWS
+from toolsift.analytics.service import MAX_ROWS, VIEWS
 from toolsift.analytics.service import analytics as analytics_service
 from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.errors import Unprocessable
 
 DAY1, DAY2 = D1.date(), D2.date()
 
@@ -152,6 +159,100 @@ class TestToolUsageDaily:
             (DAY1, "issue_refund", 0, 1),
             (DAY1, "lookup_account", 0, 1),
         ]
+
+
+def top(database: Database, tenant_id: UUID | None, **kwargs: Any) -> list[tuple[str, int, int]]:
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        found = analytics_service.top_tools(session, **kwargs)
+    return [(r.tool_name, r.selections, r.calls) for r in found]
+
+
+class TestTopTools:
+    def test_offered_and_called_over_the_period(self, database: Database, seeded: Seeded) -> None:
+        # Most offered first, then most called, then by name.
+        assert top(database, seeded.tenant_id) == [
+            ("search_help", 6, 0),
+            ("order_status", 2, 2),
+            ("lookup_account", 1, 1),
+            ("refund_policy", 1, 0),
+            ("issue_refund", 0, 1),
+        ]
+        assert top(database, seeded.tenant_id, limit=2) == [
+            ("search_help", 6, 0),
+            ("order_status", 2, 2),
+        ]
+
+    def test_the_sums_of_the_daily_view(self, database: Database, seeded: Seeded) -> None:
+        """Read from the base tables, the totals must stay those of `tool_usage_daily`."""
+        for period in ({}, {"since": DAY2}, {"until": DAY2}):
+            offered: Counter[str] = Counter()
+            called: Counter[str] = Counter()
+            for r in rows(database, seeded, "tool_usage_daily", **period):
+                offered[r["tool_name"]] += r["selections"]
+                called[r["tool_name"]] += r["calls"]
+            expected = {(name, offered[name], called[name]) for name in offered | called}
+            assert set(top(database, seeded.tenant_id, **period)) == expected, period
+
+    def test_since_and_until(self, database: Database, seeded: Seeded) -> None:
+        assert top(database, seeded.tenant_id, since=DAY2) == [
+            ("search_help", 3, 0),
+            ("order_status", 1, 1),
+            ("lookup_account", 1, 0),
+        ]
+        assert top(database, seeded.tenant_id, until=DAY2) == [
+            ("search_help", 3, 0),
+            ("order_status", 1, 1),
+            ("refund_policy", 1, 0),
+            ("issue_refund", 0, 1),
+            ("lookup_account", 0, 1),
+        ]
+        assert top(database, seeded.tenant_id, since=DAY2, until=DAY2 + timedelta(days=1)) == (
+            top(database, seeded.tenant_id, since=DAY2)
+        )
+
+    def test_days_are_utc_whatever_the_sessions_time_zone(
+        self, database: Database, admin: Caller
+    ) -> None:
+        made = admin.ok(admin.post("/admin/v1/tools", tool_body("order_status", "x")), 201)
+        tools = {"order_status": UUID(made["id"])}
+        late = Selection(D2 - timedelta(microseconds=1), "bm25", "q", ["order_status"], 1, 1, 1.0,
+                         1, calls=["order_status"])  # fmt: skip
+        midnight = Selection(D2, "bm25", "q", ["order_status"], 1, 1, 1.0, 1)
+        write_selections(database, admin.tenant_id, tools, [late, midnight])
+        with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            session.execute(text("SET LOCAL TimeZone = 'Pacific/Auckland'"))
+            since = analytics_service.top_tools(session, since=DAY2)
+            until = analytics_service.top_tools(session, until=DAY2)
+        assert [(r.tool_name, r.selections, r.calls) for r in since] == [("order_status", 1, 0)]
+        assert [(r.tool_name, r.selections, r.calls) for r in until] == [("order_status", 1, 1)]
+
+    def test_until_must_be_after_since(self, database: Database, seeded: Seeded) -> None:
+        with pytest.raises(Unprocessable, match="must be after") as raised:
+            top(database, seeded.tenant_id, since=DAY2, until=DAY2)
+        assert raised.value.field == "until"
+
+    def test_a_busy_tenant_counts_every_day(self, database: Database, admin: Caller) -> None:
+        """More (tool, day) rows than MAX_ROWS: summed in the database, nothing is cut."""
+        seed_busy(database, admin.tenant_id)
+        with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            daily = session.scalar(text("SELECT count(*) FROM analytics.tool_usage_daily"))
+        assert daily is not None
+        assert daily > MAX_ROWS
+        assert top(database, admin.tenant_id, limit=len(BUSY_TOP)) == BUSY_TOP
+        every = top(database, admin.tenant_id, limit=MAX_ROWS)
+        assert len(every) == 401
+        assert every[-1] == ("t399", 30, 0)
+        # From the sixth day on: old_favourite's five days are out of range.
+        later = top(database, admin.tenant_id, since=(BUSY_FIRST_DAY + timedelta(days=5)).date())
+        assert later[:2] == [("t000", 25, 25), ("t001", 25, 0)]
+        assert "old_favourite" not in {name for name, _, _ in later}
+
+    def test_only_the_callers_tenant(
+        self, database: Database, seeded: Seeded, other: Seeded
+    ) -> None:
+        assert top(database, other.tenant_id) == [("order_status", 1, 2)]
+        assert top(database, seeded.tenant_id)[1] == ("order_status", 2, 2)
+        assert top(database, None) == []
 
 
 def trigram_similarity(a: str, b: str) -> float:

@@ -65,6 +65,15 @@ def tool_usage(
     return _rows(ctx, "tool_usage_daily", since, until, limit)
 
 
+@router.get("/top-tools", response_model=list[schemas.TopToolRow])
+def top_tools(
+    ctx: AdminContext, since: Since = None, until: Until = None, limit: Limit = 100
+) -> Any:
+    """Per tool over the whole range: how often it was offered and how often the model called
+    it, most offered first (then most called, then by name)."""
+    return analytics_service.top_tools(ctx.session, since=since, until=until, limit=limit)
+
+
 @router.get("/never-selected", response_model=list[schemas.NeverSelectedRow])
 def never_selected(ctx: AdminContext, limit: Limit = 1000) -> Any:
     """Live tools that no logged select has offered."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import date
 from typing import Any
 
@@ -10,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.orm import Session
 
-from .service import MAX_ROWS
 from .service import analytics as analytics_service
 
 TOP = 15
@@ -78,23 +76,12 @@ def render(
             empty="no selects",
         )
     )
-    usage: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    daily = rows("tool_usage_daily", limit=MAX_ROWS)
-    for r in daily:
-        usage[r.tool_name][0] += r.selections
-        usage[r.tool_name][1] += r.calls
-    top = sorted(usage.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))[:TOP]
-    # Newest days first: past the cap the oldest are left out, which must be said.
-    cut = (
-        f", since {min(r.day for r in daily)} only: narrow --since"
-        if len(daily) == MAX_ROWS
-        else ""
-    )
+    top = analytics_service.top_tools(session, since=since, until=until, limit=TOP)
     console.print(
         _table(
-            f"Top tools (first {TOP}{cut})",
+            f"Top tools (first {TOP})",
             ["tool", "offered", "called"],
-            [[name, offered, called] for name, (offered, called) in top],
+            [[r.tool_name, r.selections, r.calls] for r in top],
             empty="no selects",
         )
     )

@@ -90,6 +90,12 @@ class ToolUsageRow(BaseModel):
     calls: int
 
 
+class TopToolRow(BaseModel):
+    tool_name: str
+    selections: int
+    calls: int
+
+
 class NearDuplicateRow(BaseModel):
     tool_a: UUID
     name_a: str

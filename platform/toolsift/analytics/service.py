@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -131,6 +131,34 @@ VIEWS: dict[str, View[Any]] = {
 }
 _STATEMENTS = {name: view.statement() for name, view in VIEWS.items()}
 MAX_ROWS = 10_000
+# Per tool over a period, summed here: callers that summed the daily rows of
+# `tool_usage_daily` were cut off by MAX_ROWS on a busy tenant. The same counts as that view,
+# read from its base tables: a range on the timestamps behind the view's `day` skips the months
+# out of range and uses the (tenant_id, created_at) keys, where a filter on the computed day
+# scans every month the tenant has. Open ends are infinities, so one plan serves both kinds.
+_TOP_TOOLS = text(
+    """
+    SELECT tool_name, sum(selections)::bigint AS selections, sum(calls)::bigint AS calls
+    FROM (
+        SELECT picked.name AS tool_name, count(*) AS selections, 0 AS calls
+        FROM selection_logs s CROSS JOIN LATERAL unnest(s.tool_names) AS picked(name)
+        WHERE s.tenant_id = :tenant_id
+          AND s.created_at >= coalesce(CAST(:since AS timestamptz), '-infinity')
+          AND s.created_at < coalesce(CAST(:until AS timestamptz), 'infinity')
+        GROUP BY picked.name
+        UNION ALL
+        SELECT c.tool_name, 0, count(*)
+        FROM tool_calls c
+        WHERE c.tenant_id = :tenant_id
+          AND c.selection_created_at >= coalesce(CAST(:since AS timestamptz), '-infinity')
+          AND c.selection_created_at < coalesce(CAST(:until AS timestamptz), 'infinity')
+        GROUP BY c.tool_name
+    ) u
+    GROUP BY tool_name
+    ORDER BY selections DESC, calls DESC, tool_name COLLATE "C"
+    LIMIT :limit
+    """
+)
 # The restrictive permission policies on tools read app.permissions: '*' shows an analyst its
 # whole catalog (its tenant is pinned by the analyst policies whatever it sets).
 ANALYST_OPTIONS = "-c app.permissions=*"
@@ -192,13 +220,31 @@ class AnalyticsService:
         limit: int = 1000,
     ) -> list[Any]:
         """Rows of one view, oldest day first; `until` is exclusive."""
-        if since is not None and until is not None and until <= since:
-            # An empty answer would look like a quiet period.
-            raise Unprocessable(f"until ({until}) must be after since ({since})", field="until")
+        _check_period(since, until)
         spec = VIEWS[view]
         params = {"since": since, "until": until, "limit": min(limit, MAX_ROWS)}
         result = session.execute(_STATEMENTS[view], params).mappings()
         return [spec.row.model_validate(dict(r)) for r in result]
+
+    def top_tools(
+        self,
+        session: Session,
+        *,
+        since: date | None = None,
+        until: date | None = None,
+        limit: int = 100,
+    ) -> list[schemas.TopToolRow]:
+        """Times offered and called per tool over [since, until) (UTC days), most offered
+        first; ties by times called, then by name."""
+        _check_period(since, until)
+        params = {
+            "tenant_id": session.info["tenant_id"],
+            "since": _day_start(since),
+            "until": _day_start(until),
+            "limit": min(limit, MAX_ROWS),
+        }
+        result = session.execute(_TOP_TOOLS, params).mappings()
+        return [schemas.TopToolRow.model_validate(dict(r)) for r in result]
 
     def analyst_login(self, session: Session) -> str | None:
         login: str | None = session.scalar(text("SELECT analytics.analyst_login()"))
@@ -258,6 +304,17 @@ class AnalyticsService:
         return schemas.MaintenanceResult(
             created=list(row.created), dropped=list(row.dropped), deleted=int(row.deleted)
         )
+
+
+def _check_period(since: date | None, until: date | None) -> None:
+    if since is not None and until is not None and until <= since:
+        # An empty answer would look like a quiet period.
+        raise Unprocessable(f"until ({until}) must be after since ({since})", field="until")
+
+
+def _day_start(day: date | None) -> datetime | None:
+    """The start of a UTC day, the bound of the views' `day` on the logs' timestamps."""
+    return None if day is None else datetime.combine(day, time(), UTC)
 
 
 analytics = AnalyticsService()

@@ -96,22 +96,22 @@ function latencyChart(rows) {
   });
 }
 
-function toolsChart(rows, top = 6) {
-  const totals = {};
-  for (const r of rows) totals[r.tool_name] = (totals[r.tool_name] || 0) + r.selections;
-  const names = Object.keys(totals)
-    .filter((n) => totals[n] > 0)
-    .sort((a, b) => totals[b] - totals[a] || a.localeCompare(b))
-    .slice(0, top);
-  const picked = rows.filter((r) => names.includes(r.tool_name));
-  const labels = days(rows);
-  const datasets = series(picked, labels, "tool_name", "selections")
-    .sort((a, b) => names.indexOf(a.label) - names.indexOf(b.label))
-    .map((d) => ({ ...d, data: d.data.map((v) => v || 0) }));
+// The rows are the period's totals, summed and ranked by the database: every day counts,
+// however many (tool, day) rows the period holds.
+function toolsChart(rows) {
   draw("chart-tools", {
     type: "bar",
-    data: { labels, datasets },
-    options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } } },
+    data: {
+      labels: rows.map((r) => r.tool_name),
+      datasets: [
+        { label: "offered", data: rows.map((r) => r.selections), backgroundColor: COLORS[0] },
+        { label: "called", data: rows.map((r) => r.calls), backgroundColor: COLORS[1] },
+      ],
+    },
+    options: {
+      indexAxis: "y",
+      scales: { x: { beginAtZero: true, title: { display: true, text: "times" } } },
+    },
   });
 }
 
@@ -170,11 +170,11 @@ function summary(recall, tokens, latency) {
 async function load(key, since) {
   status("Loading…");
   const params = since ? { since } : {};
-  const [recall, tokens, latency, usage, duplicates, zero] = await Promise.all([
+  const [recall, tokens, latency, top, duplicates, zero] = await Promise.all([
     fetchJson("recall", key, params),
     fetchJson("tokens", key, params),
     fetchJson("latency", key, params),
-    fetchJson("tool-usage", key, { ...params, limit: 10000 }),
+    fetchJson("top-tools", key, { ...params, limit: 6 }),
     fetchJson("near-duplicates", key, { limit: 50 }),
     fetchJson("zero-results", key, { ...params, limit: 50 }),
   ]);
@@ -183,7 +183,7 @@ async function load(key, since) {
   recallChart(recall);
   tokensChart(tokens);
   latencyChart(latency);
-  toolsChart(usage);
+  toolsChart(top);
   fill("table-duplicates", duplicates, (r) => [
     r.name_a, r.name_b, fixed(r.cosine_similarity), fixed(r.name_similarity),
   ]);
