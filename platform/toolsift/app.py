@@ -22,10 +22,11 @@ from . import __version__
 from .access import endpoints_admin as access_endpoints
 from .analytics import endpoints_admin as analytics_endpoints
 from .analytics import endpoints_agent as feedback_endpoints
+from .auth.deps import count_failure
 from .config import Settings, get_settings
 from .db import Database, HotPool, tenant_gone
 from .embedding import endpoints_admin as embedding_endpoints
-from .errors import AppError, TenantDeleted
+from .errors import AppError, TenantDeleted, Unauthenticated
 from .kit.limits import BodyLimit
 from .mcp import endpoints_admin as mcp_endpoints
 from .mcp.endpoint import McpEndpoint
@@ -83,8 +84,10 @@ def _message(error: Mapping[str, Any]) -> str:
     return message
 
 
-async def _app_error(_request: Request, error: Exception) -> JSONResponse:
+async def _app_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, AppError)
+    if isinstance(error, Unauthenticated):
+        await count_failure(request)
     return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers)
 
 

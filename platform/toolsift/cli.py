@@ -106,6 +106,13 @@ def serve(
             min=1, help="uvicorn worker processes (default: TOOLSIFT_API_WORKERS, else 1)."
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Proxies whose X-Forwarded-For gives the client address, comma-separated"
+            " (default: TOOLSIFT_FORWARDED_ALLOW_IPS, else 127.0.0.1,::1)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API against DATABASE_URL (no embedded services)."""
     import uvicorn
@@ -132,6 +139,7 @@ def serve(
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips or settings.forwarded_allow_ips,
     )
 
 
@@ -406,7 +414,14 @@ def up(
                 start_listener(database, settings)
             interrupts.check()
         _banner(settings, host, port, database_url, redis_url, state if demo else None)
-        uvicorn.run(create_app(settings, database), host=host, port=port, log_level="warning")
+        uvicorn.run(
+            create_app(settings, database),
+            host=host,
+            port=port,
+            log_level="warning",
+            proxy_headers=True,
+            forwarded_allow_ips=settings.forwarded_allow_ips,
+        )
     except EmbeddedServiceError as error:
         # A server that would not start (a taken port, a damaged data dir): its own words.
         fail(str(error))

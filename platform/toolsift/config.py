@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     # `toolsift serve`'s defaults for --host, --port and --workers.
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    # Peers whose X-Forwarded-For uvicorn believes (comma-separated addresses or networks;
+    # `*` for any, only where nothing else can reach the port): the client address that
+    # failed authentications are limited by. uvicorn's own variable is read too.
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1,::1",
+        validation_alias=AliasChoices("TOOLSIFT_FORWARDED_ALLOW_IPS", "FORWARDED_ALLOW_IPS"),
+    )
     # Keyed hash of API keys; a leaked table alone then cannot be brute-forced offline.
     key_pepper: str = "changethis-development-pepper"
     # Bootstrap secret that may create tenants over the API (the CLI needs none).
@@ -66,6 +73,11 @@ class Settings(BaseSettings):
     # while it is down, requests are let through: selects must keep working.
     rate_limit_agent: int = 1200
     rate_limit_admin: int = 300
+    rate_limit_operator: int = 60
+    # Failed authentications (401s) per client address per window; past them the address's
+    # requests are refused with 429, any key, before the key is looked up, until the window
+    # ends: made-up keys, each a bucket of its own above, cost the database nothing more.
+    rate_limit_failed_auth: int = 60
     rate_limit_window_seconds: int = 60
     rate_limit_redis_timeout: float = 0.05
     # Browser origins allowed to call the API; empty (the default) sends no CORS headers.
@@ -152,8 +164,9 @@ class Settings(BaseSettings):
 
     def check_secrets(self) -> None:
         """Refuse to serve production with guessable secrets: the operator key and the
-        metrics token are compared as given (nothing throttles guesses at them), and the
-        pepper and the secret key guard what a database dump holds."""
+        metrics token are compared as given (only the operator key's failures are limited,
+        and by client address, which a client with many addresses spreads), and the pepper
+        and the secret key guard what a database dump holds."""
         if self.env != "production":
             return
         if self.key_pepper.startswith("changethis"):

@@ -442,14 +442,21 @@ class TestTenants:
         response = client.post("/admin/v1/tenants", json={"name": "globex"})
         assert error_of(response, 401)["code"] == "unauthenticated"
 
-    def test_wrong_operator_key_is_403(self, client: TestClient, admin: Caller) -> None:
+    def test_wrong_operator_key_is_401_with_one_message(
+        self, client: TestClient, admin: Caller
+    ) -> None:
+        # A tenant's admin key is no credential here either: nothing tells the keys apart.
         for key in ("wrong-operator-key", OPERATOR_KEY + "x", admin.key):
             response = client.post(
                 "/admin/v1/tenants",
                 json={"name": "globex"},
                 headers={"Authorization": f"Bearer {key}"},
             )
-            assert error_of(response, 403)["code"] == "forbidden"
+            error = error_of(response, 401)
+            assert error == {
+                "code": "unauthenticated",
+                "message": "creating tenants needs the operator key",
+            }
 
     def test_no_configured_operator_key_refuses_every_key(
         self, client_without_operator_key: TestClient

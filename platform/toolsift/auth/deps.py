@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import Forbidden, Unauthenticated
 from ..security import audit
+from ..security.ratelimit import client_address
 from . import keys
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tsk_...`")
@@ -94,21 +95,34 @@ async def presented_key(
 
 
 def limit(request: Request, key_hash: str, scope: str) -> None:
-    """The key's rate limit, counted by the presented key's HMAC.
+    """The key's rate limit, counted by the presented key's HMAC, and the block of a client
+    address past its failed authentications: one Redis round trip, before the key is
+    checked, so neither a made-up key nor a blocked address costs a database lookup.
 
-    The select path counts before its one statement has checked the key: a wrong secret
-    then spends a budget of its own, never the real key's.
+    Counted before the key is checked, a wrong secret spends a budget of its own, never the
+    real key's.
     """
     limiter = request.app.state.rate_limiter
     if limiter is not None:
-        limiter.check(key_hash, scope)
+        limiter.check(key_hash, scope, _address(request))
 
 
 async def limit_async(request: Request, key_hash: str, scope: str) -> None:
     """`limit` for the select path, which runs on the event loop."""
     limiter = request.app.state.rate_limiter
     if limiter is not None:
-        await limiter.check_async(key_hash, scope)
+        await limiter.check_async(key_hash, scope, _address(request))
+
+
+async def count_failure(request: Request) -> None:
+    """A 401 on its way out: one failed authentication of the client's address."""
+    limiter = request.app.state.rate_limiter
+    if limiter is not None:
+        await limiter.count_failure(_address(request))
+
+
+def _address(request: Request) -> str:
+    return client_address(request.client.host if request.client else None)
 
 
 def _context(
@@ -119,14 +133,14 @@ def _context(
     parsed = keys.parse_key(credentials.credentials)
     if parsed is None:
         raise Unauthenticated("malformed API key")
+    key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
+    limit(request, key_hash, scope)
     database = get_database(request)
     permissions = ALL_PERMISSIONS if scope == "admin" else ""
     with database.unit_of_work(parsed.tenant_id, permissions=permissions) as session:
-        key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
         principal = _authenticate(session, parsed, key_hash)
         if principal.scope != scope:
             raise Forbidden(f"this endpoint needs an {scope} key")
-        limit(request, key_hash, scope)
         if scope == "admin":
             audit.track(session, audit.Actor("key", principal.key_id))
         yield Context(principal, session)

@@ -38,7 +38,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         413: "Request body too large",
         415: "The body is not sent as application/json",
         422: "Invalid input; `field` names the offending field",
-        429: "Too many requests for this key; retry after `Retry-After` seconds",
+        429: "Too many requests for this key, or too many failed authentications from this"
+        " address; retry after `Retry-After` seconds",
         503: "A dependency (the database) is unavailable, or the transaction lost a deadlock;"
         " retry",
     }.items()

@@ -33,7 +33,7 @@ from ..config import Settings
 from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
 from ..errors import AppError, Forbidden, TenantDeleted, Unauthenticated
-from ..security.ratelimit import RateLimiter
+from ..security.ratelimit import RateLimiter, client_address
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
 from ..tools.definitions import Format
@@ -160,6 +160,8 @@ class McpEndpoint:
         try:
             principal = await anyio.to_thread.run_sync(self._principal, scope)
         except AppError as error:
+            if isinstance(error, Unauthenticated) and self._limiter is not None:
+                await self._limiter.count_failure(_address(scope))
             await _send_json(send, error.status_code, error.body(), error.headers)
             return
         scope.setdefault("state", {})["principal"] = principal
@@ -173,13 +175,13 @@ class McpEndpoint:
         parsed = keys.parse_key(raw.strip())
         if parsed is None:
             raise Unauthenticated("malformed API key")
+        key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
+        if self._limiter is not None:  # before the lookup, as `auth.deps.limit`
+            self._limiter.check(key_hash, "agent", _address(scope))
         with self.database.unit_of_work(parsed.tenant_id, permissions="") as session:
-            key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
             principal = _authenticate(session, parsed, key_hash)
         if principal.scope != "agent":
             raise Forbidden("this endpoint needs an agent key")
-        if self._limiter is not None:
-            self._limiter.check(key_hash, "agent")
         return principal
 
     async def _list_tools(
@@ -235,6 +237,11 @@ class McpEndpoint:
                 raise TenantDeleted() from None
             raise
         return response.model_dump(mode="json", exclude_none=True)
+
+
+def _address(scope: Scope) -> str:
+    client = scope.get("client")
+    return client_address(client[0] if client else None)
 
 
 async def _send_json(

@@ -59,7 +59,8 @@ SELECT_SECONDS = Histogram(
 )
 RATE_LIMITED = Counter(
     "toolsift_rate_limited",
-    "Requests refused with 429, by key scope.",
+    "Requests refused with 429, by key scope (agent, admin, operator), or failed_auth for a"
+    " client address past its failed authentications.",
     ["scope"],
     registry=REGISTRY,
 )

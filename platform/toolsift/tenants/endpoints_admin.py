@@ -8,6 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
+from ..auth import deps, keys
 from ..auth.deps import AdminContext, bearer, get_database
 from ..db import ALL_PERMISSIONS
 from ..errors import Forbidden, Unauthenticated
@@ -25,15 +26,21 @@ _log = logging.getLogger(__name__)
 def _require_operator(
     request: Request, credentials: HTTPAuthorizationCredentials | None, action: str
 ) -> None:
-    """Tenants are made and removed by the deployment's operator, not by any tenant's key."""
-    operator_key = request.app.state.settings.operator_key
+    """Tenants are made and removed by the deployment's operator, not by any tenant's key.
+
+    Any other key, a tenant's included, is a wrong credential here: a 401, counted against
+    the client's address like a wrong API key. The key has a rate limit of its own, by its
+    HMAC like every key's, taken with the address's before the key is compared.
+    """
+    settings = request.app.state.settings
     if credentials is None:
         raise Unauthenticated("missing operator key (Authorization: Bearer ...)")
-    if not operator_key:
+    if not settings.operator_key:
         raise Forbidden(f"{action} needs the operator key, which this deployment does not set"
                         " (TOOLSIFT_OPERATOR_KEY)")  # fmt: skip
-    if not hmac.compare_digest(credentials.credentials.encode(), operator_key.encode()):
-        raise Forbidden(f"{action} needs the operator key")
+    deps.limit(request, keys.hash_key(credentials.credentials, settings.key_pepper), "operator")
+    if not hmac.compare_digest(credentials.credentials.encode(), settings.operator_key.encode()):
+        raise Unauthenticated(f"{action} needs the operator key")
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)

@@ -1,0 +1,355 @@
+"""Failed authentications limited per client address: past the limit an address is refused,
+any key, before the key is looked up; another address, the next window and a Redis outage
+are not; the operator key has a rate limit of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from toolsift.app import create_app
+from toolsift.auth import keys
+from toolsift.config import Settings
+from toolsift.db import Database
+from toolsift.embedded import EmbeddedRedis
+from toolsift.ops import metrics
+from toolsift.security.ratelimit import client_address
+
+from ..conftest import OPERATOR_KEY
+from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
+from ..fixtures.served import free_port, served, wait_until_ok
+
+LIMIT = 5
+# Long, so that no test's counts straddle two windows; the fixture starts none in its end.
+WINDOW = 3600
+HERE = "198.51.100.7"
+ELSEWHERE = "203.0.113.9"
+SELECT = {"messages": [{"role": "user", "content": "where is my order"}], "mode": "bm25"}
+MCP_CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "plain", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: EmbeddedRedis) -> str:
+    """The module's Redis, emptied: each test starts with no counter, and a minute or more
+    before the window ends."""
+    redis.Redis.from_url(redis_server.url).flushdb()
+    if (left := WINDOW - time.time() % WINDOW) < 60:
+        time.sleep(left)
+    return redis_server.url
+
+
+@contextmanager
+def api(
+    settings: Settings, database: Database, redis_url: str, address: str = HERE, **changes: Any
+) -> Iterator[TestClient]:
+    """The app, as every client at `address` reaches it; apps on one Redis are processes
+    of one deployment."""
+    changes = {
+        "redis_url": redis_url,
+        "rate_limit_failed_auth": LIMIT,
+        "rate_limit_window_seconds": WINDOW,
+        **changes,
+    }
+    app = create_app(settings.model_copy(update=changes), database)
+    with TestClient(app, client=(address, 50000)) as client:
+        yield client
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def wrong_secret(key: str) -> str:
+    prefix, tenant, key_id, secret = key.split("_", 3)
+    return "_".join([prefix, tenant, key_id, secret[::-1]])
+
+
+def unknown_key() -> str:
+    return keys.format_key(uuid4(), uuid4(), keys.new_secret())
+
+
+def revoked(admin: Caller) -> str:
+    key = agent_key(admin, ["support"], name="revoked")
+    admin.ok(admin.delete(f"/admin/v1/keys/{key.extra['key_id']}"))
+    return key.key
+
+
+def failures(agent: Caller, revoked_key: str) -> list[dict[str, str]]:
+    """One of each failed authentication: no key, a malformed one, an unknown one, a known
+    one with a wrong secret, a revoked one."""
+    return [
+        {},
+        bearer("not-a-key"),
+        bearer(unknown_key()),
+        bearer(wrong_secret(agent.key)),
+        bearer(revoked_key),
+    ]
+
+
+def refused_for_the_address(response: httpx.Response, window: int = WINDOW) -> None:
+    assert response.status_code == 429, response.text
+    error = response.json()["error"]
+    assert error["code"] == "rate_limited"
+    assert "failed authentications" in error["message"]
+    assert "this address" in error["message"]
+    assert 1 <= int(response.headers["retry-after"]) <= window
+    assert error["retry_after"] == int(response.headers["retry-after"])
+
+
+def rate_limited(scope: str) -> float:
+    return metrics.REGISTRY.get_sample_value("toolsift_rate_limited_total", {"scope": scope}) or 0
+
+
+def test_select_path_past_the_limit_refuses_the_address_any_key_and_no_other_address(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    with (
+        api(settings, database, redis_url) as here,
+        api(settings, database, redis_url, ELSEWHERE) as elsewhere,
+    ):
+        admin = new_tenant(here, database, "guessed")
+        support_catalog(admin)
+        agent = agent_key(admin, ["support"])
+        bad = failures(agent, revoked(admin))
+        for headers in bad[:-1]:
+            assert here.post("/v1/select", json=SELECT, headers=headers).status_code == 401
+        # Neither successes nor a 403 (a key valid, but not for this route) are failures.
+        for _ in range(LIMIT):
+            assert agent.post("/v1/select", SELECT).status_code == 200
+            assert agent.get("/admin/v1/tools").status_code == 403
+        assert here.post("/v1/select", json=SELECT, headers=bad[-1]).status_code == 401
+        before = rate_limited("failed_auth")
+
+        refused_for_the_address(agent.post("/v1/select", SELECT))
+        # A made-up key too: refused before the lookup that would have answered 401.
+        made_up = here.post("/v1/select", json=SELECT, headers=bearer(unknown_key()))
+        refused_for_the_address(made_up)
+        assert rate_limited("failed_auth") == before + 2
+
+        # Another address is another count: the same key selects, a bad one is a 401.
+        there = Caller(elsewhere, agent.key, agent.tenant_id)
+        assert there.post("/v1/select", SELECT).status_code == 200
+        assert elsewhere.post("/v1/select", json=SELECT, headers=bad[2]).status_code == 401
+    # Redis holds neither the address nor the keys' hashes.
+    names = " ".join(k.decode() for k in redis.Redis.from_url(redis_url).keys("*"))
+    assert "toolsift:authfail:" in names
+    assert HERE not in names
+    assert ELSEWHERE not in names
+    assert keys.hash_key(agent.key, settings.key_pepper) not in names
+
+
+def test_failures_on_every_route_count_and_a_blocked_address_is_refused_on_every_route(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    with api(settings, database, redis_url) as here:
+        admin = new_tenant(here, database, "everywhere")
+        support_catalog(admin)
+        agent = agent_key(admin, ["support"])
+        wrong_agent = bearer(wrong_secret(agent.key))
+        attempts = [
+            here.get("/admin/v1/tools", headers=bearer(wrong_secret(admin.key))),
+            here.post("/v1/authorize", json={"tool": "order_status"}, headers=wrong_agent),
+            here.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **wrong_agent}),
+            here.get("/admin/v1/tenants", headers=bearer("wrong-operator-key")),
+            here.post("/v1/select", json=SELECT, headers=bearer(unknown_key())),
+        ]
+        assert [r.status_code for r in attempts] == [401] * LIMIT
+        # Valid keys, each on its own route, from the blocked address.
+        refused = [
+            admin.get("/admin/v1/tools"),
+            agent.post("/v1/authorize", {"tool": "order_status"}),
+            here.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **agent.headers}),
+            here.get("/admin/v1/tenants", headers=bearer(OPERATOR_KEY)),
+            agent.post("/v1/select", SELECT),
+        ]
+        for response in refused:
+            refused_for_the_address(response)
+    with api(settings, database, redis_url, ELSEWHERE) as elsewhere:
+        assert Caller(elsewhere, admin.key, admin.tenant_id).get("/admin/v1/tools").is_success
+        mcp = elsewhere.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **agent.headers})
+        assert mcp.status_code == 200, mcp.text
+
+
+def test_the_next_window_lets_the_address_through(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    window = 3
+    with api(
+        settings, database, redis_url, rate_limit_failed_auth=2, rate_limit_window_seconds=window
+    ) as here:
+        admin = new_tenant(here, database, "patient")
+        time.sleep(window - time.time() % window + 0.05)  # the failures in one window
+        for _ in range(2):
+            assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
+        refused = admin.get("/admin/v1/tools")
+        refused_for_the_address(refused, window)
+        time.sleep(int(refused.headers["retry-after"]))
+        assert admin.get("/admin/v1/tools").status_code == 200
+        assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
+
+
+def test_without_redis_failures_are_not_limited(
+    settings: Settings, database: Database, tmp_path: Path
+) -> None:
+    server = EmbeddedRedis(tmp_path / "redis")
+    url = server.start()
+    try:
+        with api(settings, database, url) as here:
+            admin = new_tenant(here, database, "open")
+            support_catalog(admin)
+            agent = agent_key(admin, ["support"])
+            for _ in range(LIMIT):
+                assert here.post("/v1/select", json=SELECT, headers=bearer("x")).status_code == 401
+            refused_for_the_address(agent.post("/v1/select", SELECT))
+            server.stop()
+            # Fails open: every request answers as if there were no limit.
+            for _ in range(LIMIT + 1):
+                bad = here.post("/v1/select", json=SELECT, headers=bearer(unknown_key()))
+                assert bad.status_code == 401
+            assert agent.post("/v1/select", SELECT).status_code == 200
+            assert admin.get("/admin/v1/tools").status_code == 200
+            assert here.get("/admin/v1/tenants", headers=bearer(OPERATOR_KEY)).status_code == 200
+    finally:
+        server.stop()
+
+
+def test_a_refused_address_spends_nothing_of_the_key_s_budget(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    limits = {"rate_limit_admin": 2, "rate_limit_failed_auth": 1}
+    with (
+        api(settings, database, redis_url, **limits) as here,
+        api(settings, database, redis_url, ELSEWHERE, **limits) as elsewhere,
+    ):
+        admin = new_tenant(here, database, "budget")
+        assert admin.get("/admin/v1/tools").status_code == 200  # 1 of 2
+        assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
+        for _ in range(3):
+            refused_for_the_address(admin.get("/admin/v1/tools"))
+        there = Caller(elsewhere, admin.key, admin.tenant_id)
+        assert [there.get("/admin/v1/tools").status_code for _ in range(2)] == [200, 429]
+
+
+def test_the_operator_key_has_a_rate_limit_of_its_own(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    before = rate_limited("operator")
+    with api(settings, database, redis_url, rate_limit_operator=2) as here:
+        operator = bearer(OPERATOR_KEY)
+        statuses = [here.get("/admin/v1/tenants", headers=operator).status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        refused = here.get("/admin/v1/tenants", headers=operator)
+        assert refused.status_code == 429
+        assert "for this key" in refused.json()["error"]["message"]
+        assert int(refused.headers["retry-after"]) >= 1
+        assert rate_limited("operator") == before + 2
+        # A wrong key is a bucket of its own: a 401, counted against the address.
+        wrong = here.post("/admin/v1/tenants", json={"name": "x"}, headers=bearer("guess"))
+        assert wrong.status_code == 401
+    with api(settings, database, redis_url, ELSEWHERE, rate_limit_operator=0) as elsewhere:
+        assert elsewhere.get("/admin/v1/tenants", headers=operator).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("host", "counted_as"),
+    [
+        ("192.0.2.1", "192.0.2.1"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"),  # the same /64: one client
+        ("::ffff:192.0.2.1", "192.0.2.1"),
+        (None, "unknown"),
+        ("testclient", "testclient"),
+    ],
+)
+def test_client_addresses_are_counted_by_ipv4_address_or_ipv6_64(
+    host: str | None, counted_as: str
+) -> None:
+    assert client_address(host) == counted_as
+
+
+def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    # uvicorn's default, and the setting's: the loopback is a trusted proxy.
+    limited = settings.model_copy(
+        update={
+            "redis_url": redis_url,
+            "rate_limit_failed_auth": 2,
+            "rate_limit_window_seconds": WINDOW,
+        }
+    )
+    with served(create_app(limited, database)) as url:
+        for _ in range(2):
+            forwarded = {"X-Forwarded-For": "192.0.2.10", **bearer(unknown_key())}
+            assert httpx.get(f"{url}/admin/v1/tools", headers=forwarded).status_code == 401
+        blocked = {"X-Forwarded-For": "192.0.2.10", **bearer(unknown_key())}
+        assert httpx.get(f"{url}/admin/v1/tools", headers=blocked).status_code == 429
+        other = {"X-Forwarded-For": "192.0.2.11", **bearer(unknown_key())}
+        assert httpx.get(f"{url}/admin/v1/tools", headers=other).status_code == 401
+
+
+@pytest.mark.timeout(120)
+def test_serve_believes_x_forwarded_for_only_from_the_configured_proxies(
+    database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A proxy elsewhere is trusted, not the loopback the test calls from: the header a
+    client sends itself is ignored, and every request counts against the peer."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "TOOLSIFT_DATABASE_URL": database_url,
+        "TOOLSIFT_REDIS_URL": redis_url,
+        "TOOLSIFT_PORT": str(port),
+        "TOOLSIFT_RATE_LIMIT_FAILED_AUTH": "2",
+        "TOOLSIFT_RATE_LIMIT_WINDOW_SECONDS": str(WINDOW),
+        "TOOLSIFT_FORWARDED_ALLOW_IPS": "192.0.2.1",
+    }
+    for name in ("TOOLSIFT_HOST", "TOOLSIFT_API_WORKERS", "FORWARDED_ALLOW_IPS"):
+        env.pop(name, None)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "toolsift.cli", "serve"],
+            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ok(f"{url}/healthz", server, log)
+        statuses = []
+        for forwarded_for in ("192.0.2.20", "192.0.2.21", "192.0.2.22"):
+            headers = {"X-Forwarded-For": forwarded_for, **bearer(unknown_key())}
+            statuses.append(httpx.get(f"{url}/admin/v1/tools", headers=headers).status_code)
+        assert statuses == [401, 401, 429]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
