@@ -26,7 +26,7 @@ from .auth.deps import count_failure
 from .config import Settings, get_settings
 from .db import Database, HotPool, tenant_gone
 from .embedding import endpoints_admin as embedding_endpoints
-from .errors import AppError, TenantDeleted, Unauthenticated
+from .errors import AppError, NoCredentials, TenantDeleted, Unauthenticated
 from .kit.limits import BodyLimit
 from .mcp import endpoints_admin as mcp_endpoints
 from .mcp.endpoint import McpEndpoint
@@ -86,8 +86,8 @@ def _message(error: Mapping[str, Any]) -> str:
 
 async def _app_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, AppError)
-    if isinstance(error, Unauthenticated):
-        await count_failure(request)
+    if isinstance(error, Unauthenticated) and not isinstance(error, NoCredentials):
+        await count_failure(request)  # a key was presented and refused: a guess, maybe
     return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers)
 
 

@@ -34,6 +34,12 @@ class Unauthenticated(AppError):
     code = "unauthenticated"
 
 
+class NoCredentials(Unauthenticated):
+    """No key, or none of the shape a key has: nothing was looked up, so it is no guess at
+    one, and not counted against the client's address (a client set up without its key
+    would otherwise get its neighbours behind the same address refused)."""
+
+
 class TenantDeleted(Unauthenticated):
     """The operator deleted the key's tenant while the request ran; its next one gets the
     ordinary 401 of an unknown key."""

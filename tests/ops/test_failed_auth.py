@@ -105,11 +105,11 @@ def revoked(admin: Caller) -> str:
 
 
 def failures(agent: Caller, revoked_key: str) -> list[dict[str, str]]:
-    """One of each failed authentication: no key, a malformed one, an unknown one, a known
-    one with a wrong secret, a revoked one."""
+    """Failed authentications, one of each kind at least: an unknown key, a known one with a
+    wrong secret, a revoked one."""
     return [
-        {},
-        bearer("not-a-key"),
+        bearer(unknown_key()),
+        bearer(wrong_secret(agent.key)),
         bearer(unknown_key()),
         bearer(wrong_secret(agent.key)),
         bearer(revoked_key),
@@ -141,6 +141,9 @@ def test_select_path_past_the_limit_refuses_the_address_any_key_and_no_other_add
         support_catalog(admin)
         agent = agent_key(admin, ["support"])
         bad = failures(agent, revoked(admin))
+        # No key, or none shaped like one: a 401 that looked nothing up, and no failure.
+        for headers in [{}, bearer("not-a-key")] * LIMIT:
+            assert here.post("/v1/select", json=SELECT, headers=headers).status_code == 401
         for headers in bad[:-1]:
             assert here.post("/v1/select", json=SELECT, headers=headers).status_code == 401
         # Neither successes nor a 403 (a key valid, but not for this route) are failures.
@@ -229,7 +232,8 @@ def test_without_redis_failures_are_not_limited(
             support_catalog(admin)
             agent = agent_key(admin, ["support"])
             for _ in range(LIMIT):
-                assert here.post("/v1/select", json=SELECT, headers=bearer("x")).status_code == 401
+                bad = here.post("/v1/select", json=SELECT, headers=bearer(unknown_key()))
+                assert bad.status_code == 401
             refused_for_the_address(agent.post("/v1/select", SELECT))
             server.stop()
             # Fails open: every request answers as if there were no limit.

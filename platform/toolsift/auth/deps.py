@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from ..db import ALL_PERMISSIONS, Database
-from ..errors import Forbidden, Unauthenticated
+from ..errors import Forbidden, NoCredentials, Unauthenticated
 from ..security import audit
 from ..security.ratelimit import client_address
 from . import keys
@@ -86,10 +86,10 @@ async def presented_key(
 ) -> AgentKey:
     """No I/O, so on the event loop: a sync dependency would cost a worker-thread hop."""
     if credentials is None:
-        raise Unauthenticated("missing API key (Authorization: Bearer ...)")
+        raise NoCredentials("missing API key (Authorization: Bearer ...)")
     parsed = keys.parse_key(credentials.credentials)
     if parsed is None:
-        raise Unauthenticated("malformed API key")
+        raise NoCredentials("malformed API key")
     key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
     return AgentKey(parsed.tenant_id, parsed.key_id, key_hash)
 
@@ -129,10 +129,10 @@ def _context(
     request: Request, credentials: HTTPAuthorizationCredentials | None, scope: str
 ) -> Iterator[Context]:
     if credentials is None:
-        raise Unauthenticated("missing API key (Authorization: Bearer ...)")
+        raise NoCredentials("missing API key (Authorization: Bearer ...)")
     parsed = keys.parse_key(credentials.credentials)
     if parsed is None:
-        raise Unauthenticated("malformed API key")
+        raise NoCredentials("malformed API key")
     key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
     limit(request, key_hash, scope)
     database = get_database(request)

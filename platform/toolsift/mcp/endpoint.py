@@ -32,7 +32,7 @@ from ..auth.deps import Principal, _authenticate
 from ..config import Settings
 from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
-from ..errors import AppError, Forbidden, TenantDeleted, Unauthenticated
+from ..errors import AppError, Forbidden, NoCredentials, TenantDeleted, Unauthenticated
 from ..security.ratelimit import RateLimiter, client_address
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
@@ -160,7 +160,8 @@ class McpEndpoint:
         try:
             principal = await anyio.to_thread.run_sync(self._principal, scope)
         except AppError as error:
-            if isinstance(error, Unauthenticated) and self._limiter is not None:
+            guess = isinstance(error, Unauthenticated) and not isinstance(error, NoCredentials)
+            if guess and self._limiter is not None:
                 await self._limiter.count_failure(_address(scope))
             await _send_json(send, error.status_code, error.body(), error.headers)
             return
@@ -171,10 +172,10 @@ class McpEndpoint:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         scheme, _, raw = header.partition(" ")
         if scheme.lower() != "bearer" or not raw:
-            raise Unauthenticated("missing API key (Authorization: Bearer ...)")
+            raise NoCredentials("missing API key (Authorization: Bearer ...)")
         parsed = keys.parse_key(raw.strip())
         if parsed is None:
-            raise Unauthenticated("malformed API key")
+            raise NoCredentials("malformed API key")
         key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
         if self._limiter is not None:  # before the lookup, as `auth.deps.limit`
             self._limiter.check(key_hash, "agent", _address(scope))

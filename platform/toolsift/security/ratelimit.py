@@ -2,11 +2,11 @@
 of failed authentications per client address.
 
 A made-up key is a bucket of its own, so a per-key limit alone lets a client send any number
-of requests with random keys, each a key lookup in the database. So every 401 is counted
-against the client's address too, and past a number of them in a window the address's
-requests are refused (429) before any lookup, until the window ends. One script reads the
-address's counter and counts the key's request: one round trip, as the key's count alone
-took before.
+of requests with random keys, each a key lookup in the database. So every 401 for a key
+that was looked up is counted against the client's address too, and past a number of them
+in a window the address's requests are refused (429) before any lookup, until the window
+ends. One script reads the address's counter and counts the key's request: one round trip,
+as the key's count alone took before.
 
 Fails open: when Redis cannot answer within a few milliseconds the request goes through
 and Redis is left alone for a second, so a broker outage never stops selects and never adds

@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from ..auth import deps, keys
 from ..auth.deps import AdminContext, bearer, get_database
 from ..db import ALL_PERMISSIONS
-from ..errors import Forbidden, Unauthenticated
+from ..errors import Forbidden, NoCredentials, Unauthenticated
 from ..kit.errors import ERRORS
 from ..kit.routing import StrictJSONRoute
 from ..models import Tenant
@@ -34,7 +34,7 @@ def _require_operator(
     """
     settings = request.app.state.settings
     if credentials is None:
-        raise Unauthenticated("missing operator key (Authorization: Bearer ...)")
+        raise NoCredentials("missing operator key (Authorization: Bearer ...)")
     if not settings.operator_key:
         raise Forbidden(f"{action} needs the operator key, which this deployment does not set"
                         " (TOOLSIFT_OPERATOR_KEY)")  # fmt: skip
