@@ -11,8 +11,12 @@ from toolsift.db import Database
 
 from .fixtures.db import _session_database, database, database_url, owner_conn, pg_server
 from .fixtures.factories import PEPPER, Caller, agent_key, new_tenant, support_catalog
+from .fixtures.redis import redis_server, redis_url
 
-__all__ = ["_session_database", "database", "database_url", "owner_conn", "pg_server"]
+__all__ = [
+    "_session_database", "database", "database_url", "owner_conn", "pg_server", "redis_server",
+    "redis_url",
+]  # fmt: skip
 
 OPERATOR_KEY = "operator-test-key"
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -20,7 +19,6 @@ from tests.analytics.seed import OwnerConn, Selection, write_selections
 from tests.fixtures.factories import Caller, new_tenant, tool_body
 from toolsift.analytics.service import analytics as analytics_service
 from toolsift.db import Database
-from toolsift.embedded import EmbeddedRedis
 
 
 def maintain(database: Database, *, ahead: int = 3, retention: int = 100_000) -> Any:
@@ -156,13 +154,6 @@ class TestPartitions:
         for ahead, days in ((0, 30), (25, 30), (1, 0)):
             with pytest.raises(sqlalchemy.exc.DataError):
                 maintain(database, ahead=ahead, retention=days)
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
-    yield server.start()
-    server.stop()
 
 
 @pytest.fixture

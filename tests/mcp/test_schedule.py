@@ -22,7 +22,6 @@ from sqlalchemy import select, text
 from tests.fixtures.factories import Caller, new_tenant
 from toolsift.config import Settings
 from toolsift.db import Database
-from toolsift.embedded import EmbeddedRedis
 from toolsift.mcp import listener
 from toolsift.mcp.fetch import StdioTarget
 from toolsift.mcp.service import Due, due_sources, schedule, sync_source
@@ -140,13 +139,6 @@ class TestChangeNotification:
         with pytest.raises(listener.NoNotifications):
             anyio.run(lambda: listener.listen_once(target, on_event, timeout=30))
         assert events == []
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    redis = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
-    yield redis.start()
-    redis.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -28,14 +27,6 @@ from toolsift.embedded import EmbeddedRedis
 from toolsift.ops import logging as ops_logging
 
 from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
-    server.start()
-    yield server
-    server.stop()
 
 
 def _client(settings: Settings, database: Database, **changes: object) -> TestClient:

@@ -27,14 +27,6 @@ OwnerConn = psycopg.Connection[tuple[object, ...]]
 StartWorker = Callable[[], subprocess.Popen[bytes]]
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def start_worker(
     redis_server: EmbeddedRedis, database_url: str, tmp_path: Path

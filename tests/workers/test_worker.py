@@ -6,19 +6,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from celery import Celery
-
-from toolsift.embedded import EmbeddedRedis
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(Path(tmp_path_factory.mktemp("redis")))
-    yield server.start()
-    server.stop()
 
 
 @pytest.fixture(scope="module")
