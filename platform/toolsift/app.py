@@ -34,7 +34,7 @@ from .ops import health
 from .ops import logging as ops_logging
 from .ops.middleware import REQUEST_ID_HEADER, RequestContext
 from .security import endpoints_admin as audit_endpoints
-from .security.ratelimit import RateLimiter
+from .security.ratelimit import RateLimiter, SettleReservations
 from .selection import endpoints_agent as selection_endpoints
 from .selection.endpoints_agent import query_embedder
 from .tenants import endpoints_admin as tenant_endpoints
@@ -222,6 +222,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         psycopg.errors.IntegrityError,
     ):
         app.add_exception_handler(database_error, _database_error)
+    # Innermost: it sees the status the exception handlers gave (a 401 keeps its reservation).
+    app.add_middleware(SettleReservations)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # off unless origins are configured
         app.add_middleware(

@@ -258,6 +258,11 @@ class TestDashboard:
         assert "401" in page.inner_text("#status")
         assert page.locator("#panels").is_hidden()
         assert [e for e in watched.errors if "401" not in e] == []
+        # One failed authentication, not one per panel (the API limits them per address),
+        # and the refused key is not kept for the next page load.
+        asked = [r.url for r in watched.requests if "/admin/v1/analytics/" in r.url]
+        assert len(asked) == 1
+        assert page.evaluate("() => sessionStorage.getItem('toolsift.adminKey')") is None
 
     def test_the_page_sets_a_strict_content_security_policy(self, server: str) -> None:
         import httpx

@@ -4,12 +4,14 @@ are not; the operator key has a rate limit of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -24,8 +26,9 @@ from toolsift.auth import keys
 from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.embedded import EmbeddedRedis
+from toolsift.errors import RateLimited
 from toolsift.ops import metrics
-from toolsift.security.ratelimit import client_address
+from toolsift.security.ratelimit import RESERVED, RateLimiter, client_address
 
 from ..conftest import OPERATOR_KEY
 from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
@@ -319,21 +322,18 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(
 
 
 @pytest.mark.timeout(120)
-def test_serve_believes_x_forwarded_for_only_from_the_configured_proxies(
-    database_url: str, redis_url: str, tmp_path: Path
-) -> None:
-    """A proxy elsewhere is trusted, not the loopback the test calls from: the header a
-    client sends itself is ignored, and every request counts against the peer."""
+@contextmanager
+def serving(database_url: str, redis_url: str, tmp_path: Path, **settings: str) -> Iterator[str]:
+    """`toolsift serve` in a process of its own (uvicorn, its proxy headers, its event loop)."""
     port = free_port()
     env = {
         **os.environ,
         "TOOLSIFT_DATABASE_URL": database_url,
         "TOOLSIFT_REDIS_URL": redis_url,
         "TOOLSIFT_PORT": str(port),
-        "TOOLSIFT_RATE_LIMIT_FAILED_AUTH": "2",
         "TOOLSIFT_RATE_LIMIT_WINDOW_SECONDS": str(WINDOW),
-        "TOOLSIFT_FORWARDED_ALLOW_IPS": "192.0.2.1",
         "TOOLSIFT_RATE_LIMIT_REDIS_TIMEOUT": str(REDIS_TIMEOUT),
+        **settings,
     }
     for name in ("TOOLSIFT_HOST", "TOOLSIFT_API_WORKERS", "FORWARDED_ALLOW_IPS"):
         env.pop(name, None)
@@ -346,11 +346,167 @@ def test_serve_believes_x_forwarded_for_only_from_the_configured_proxies(
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_ok(f"{url}/healthz", server, log)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_serve_believes_x_forwarded_for_only_from_the_configured_proxies(
+    database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A proxy elsewhere is trusted, not the loopback the test calls from: the header a
+    client sends itself is ignored, and every request counts against the peer."""
+    with serving(
+        database_url,
+        redis_url,
+        tmp_path,
+        TOOLSIFT_RATE_LIMIT_FAILED_AUTH="2",
+        TOOLSIFT_FORWARDED_ALLOW_IPS="192.0.2.1",
+    ) as url:
         statuses = []
         for forwarded_for in ("192.0.2.20", "192.0.2.21", "192.0.2.22"):
             headers = {"X-Forwarded-For": forwarded_for, **bearer(unknown_key())}
             statuses.append(httpx.get(f"{url}/admin/v1/tools", headers=headers).status_code)
         assert statuses == [401, 401, 429]
+
+
+def test_guesses_sent_at_once_get_no_more_answers_than_the_limit(
+    database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """Concurrent selects with made-up keys, on a served API: they cannot all pass the
+    check before the first 401 is counted."""
+
+    async def burst(url: str, count: int) -> Counter[int]:
+        select = {**SELECT, "mode": "bm25"}
+        limits = httpx.Limits(max_connections=count)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+            answers = await asyncio.gather(
+                *[client.post("/v1/select", json=select, headers=bearer(unknown_key()))
+                  for _ in range(count)]
+            )  # fmt: skip
+        return Counter(a.status_code for a in answers)
+
+    with serving(
+        database_url, redis_url, tmp_path, TOOLSIFT_RATE_LIMIT_FAILED_AUTH=str(LIMIT)
+    ) as url:
+        assert asyncio.run(burst(url, 150)) == {401: LIMIT, 429: 150 - LIMIT}
+
+
+@asynccontextmanager
+async def limiter_on(url: str, **changes: Any) -> AsyncIterator[RateLimiter]:
+    options: dict[str, Any] = {
+        "limits": {"agent": 0},
+        "window_seconds": WINDOW,
+        "timeout": REDIS_TIMEOUT,
+        "failed_auth": LIMIT,
+        **changes,
+    }
+    limiter = RateLimiter(url, **options)
+    try:
+        yield limiter
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        limiter.close()
+        await limiter.aclose()
+
+
+def guess() -> str:
+    return keys.hash_key(unknown_key(), "pepper")
+
+
+def test_a_burst_of_guesses_is_refused_before_any_of_them_is_answered(redis_url: str) -> None:
+    """Requests whose keys are not known good reserve a failure before the lookup, so guesses
+    sent at once cannot all pass the check before the first 401 is counted."""
+
+    async def burst() -> None:
+        async with limiter_on(redis_url) as limiter:
+            in_flight: list[dict[str, Any]] = [{} for _ in range(LIMIT)]
+            for state in in_flight:
+                await limiter.check_async(guess(), "agent", HERE, state)
+            with pytest.raises(RateLimited):
+                await limiter.check_async(guess(), "agent", HERE, {})
+            # Good keys after all: each gives its reservation back, the address is open again.
+            for state in in_flight:
+                await limiter.settle(state[RESERVED], refused=False)
+            await limiter.check_async(guess(), "agent", HERE, {})
+
+    asyncio.run(burst())
+
+
+def test_more_requests_of_one_key_in_flight_reserve_one_failure(redis_url: str) -> None:
+    """An agent's first requests after a restart come in parallel, all with one key."""
+
+    async def restart() -> None:
+        async with limiter_on(redis_url) as limiter:
+            subject = guess()
+            states: list[dict[str, Any]] = [{} for _ in range(3 * LIMIT)]
+            for state in states:
+                await limiter.check_async(subject, "agent", HERE, state)
+            assert sum(RESERVED in state for state in states) == 1
+            await limiter.settle(states[0][RESERVED], refused=False)
+            limiter.confirm(subject)
+            await limiter.check_async(subject, "agent", HERE, later := {})
+            assert RESERVED not in later
+
+    asyncio.run(restart())
+
+
+def test_new_valid_keys_give_their_reservations_back(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    """Keys this process has not seen accepted reserve a failure each; answered, they give it
+    back, on every route: many of them in a row never block their address."""
+    with api(settings, database, redis_url) as here:
+        admin = new_tenant(here, database, "fresh keys")
+        support_catalog(admin)
+        for i in range(2 * LIMIT):
+            agent = agent_key(admin, ["support"], name=f"fresh {i}")
+            assert agent.post("/v1/select", SELECT).status_code == 200
+        for i in range(2 * LIMIT):
+            other = agent_key(admin, ["support"], name=f"other {i}")
+            assert other.get("/admin/v1/tools").status_code == 403  # a valid key, wrong route
+        mcp = here.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **agent.headers})
+        assert mcp.status_code == 200, mcp.text
+        for _ in range(LIMIT - 1):
+            assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
+        assert admin.get("/admin/v1/tools").status_code == 200  # one failure short
+        assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
+        refused_for_the_address(admin.get("/admin/v1/tools"))
+
+
+def test_a_key_s_budget_is_counted_per_scope(
+    settings: Settings, database: Database, redis_url: str
+) -> None:
+    """An agent key that spent more than the admin limit on selects still gets the 403 of
+    the wrong route, not a 429 judged against a limit that is not its own."""
+    with api(settings, database, redis_url, rate_limit_admin=3) as here:
+        admin = new_tenant(here, database, "scopes")
+        agent = agent_key(admin, [])
+        assert [agent.post("/v1/select", SELECT).status_code for _ in range(4)] == [200] * 4
+        assert agent.get("/admin/v1/tools").status_code == 403
+
+
+def test_a_redis_user_limited_to_the_prefix_is_enough(redis_url: str) -> None:
+    """A Redis ACL may confine the API to `toolsift:*`: a counter that is not used is named
+    under the prefix too, or the script is refused and every limit fails open."""
+    client = redis.Redis.from_url(redis_url)
+    client.execute_command("ACL", "SETUSER", "limits", "on", ">secret", "~toolsift:*", "+@all")
+    confined = redis_url.replace("redis://", "redis://limits:secret@")
+
+    def failed_open() -> float:
+        return metrics.REGISTRY.get_sample_value("toolsift_rate_limit_fail_open_total") or 0
+
+    async def confined_limits() -> None:
+        async with limiter_on(confined, failed_auth=1) as limiter:
+            opened = failed_open()
+            await limiter.check_async(guess(), "agent", HERE, {})
+            await limiter.count_failure(HERE)
+            with pytest.raises(RateLimited):
+                await limiter.check_async(guess(), "agent", HERE, {})
+            assert failed_open() == opened
+
+    try:
+        asyncio.run(confined_limits())
+    finally:
+        client.execute_command("ACL", "DELUSER", "limits")
+        client.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from toolsift.selection.service import VouchedKeys
+from toolsift.auth.keys import VouchedKeys
 
 
 def test_a_key_is_vouched_for_until_its_ttl_ends() -> None:

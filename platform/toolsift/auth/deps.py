@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import Depends, Request
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import Forbidden, NoCredentials, Unauthenticated
 from ..security import audit
-from ..security.ratelimit import client_address
+from ..security.ratelimit import RESERVED, client_address
 from . import keys
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tsk_...`")
@@ -104,21 +104,35 @@ def limit(request: Request, key_hash: str, scope: str) -> None:
     """
     limiter = request.app.state.rate_limiter
     if limiter is not None:
-        limiter.check(key_hash, scope, _address(request))
+        limiter.check(key_hash, scope, _address(request), _state(request))
 
 
 async def limit_async(request: Request, key_hash: str, scope: str) -> None:
     """`limit` for the select path, which runs on the event loop."""
     limiter = request.app.state.rate_limiter
     if limiter is not None:
-        await limiter.check_async(key_hash, scope, _address(request))
+        await limiter.check_async(key_hash, scope, _address(request), _state(request))
+
+
+def confirm(request: Request, key_hash: str) -> None:
+    """The database accepted the key: from now on its requests reserve no failure."""
+    limiter = request.app.state.rate_limiter
+    if limiter is not None:
+        limiter.confirm(key_hash)
 
 
 async def count_failure(request: Request) -> None:
-    """A 401 on its way out: one failed authentication of the client's address."""
+    """A 401 on its way out: one failed authentication of the client's address, unless the
+    request reserved it already (`limit`)."""
     limiter = request.app.state.rate_limiter
-    if limiter is not None:
+    if limiter is not None and RESERVED not in _state(request):
         await limiter.count_failure(_address(request))
+
+
+def _state(request: Request) -> dict[str, Any]:
+    """The request's ASGI state, where `limit` keeps a reserved failure."""
+    state: dict[str, Any] = request.scope.setdefault("state", {})
+    return state
 
 
 def _address(request: Request) -> str:
@@ -139,6 +153,7 @@ def _context(
     permissions = ALL_PERMISSIONS if scope == "admin" else ""
     with database.unit_of_work(parsed.tenant_id, permissions=permissions) as session:
         principal = _authenticate(session, parsed, key_hash)
+        confirm(request, key_hash)
         if principal.scope != scope:
             raise Forbidden(f"this endpoint needs an {scope} key")
         if scope == "admin":

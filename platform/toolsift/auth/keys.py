@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -52,3 +53,30 @@ def hash_key(raw: str, pepper: str) -> str:
 def matches(key_hash: str, stored_hash: str) -> bool:
     """The presented key's HMAC against the stored one, in constant time."""
     return hmac.compare_digest(key_hash, stored_hash)
+
+
+class VouchedKeys:
+    """Key hashes this process saw the database accept lately: their requests skip a step
+    that only a guess needs. A dense select of such a key embeds its query straight away
+    (the embedding, not the select, is its costly part, and a made-up key must not get it);
+    a request of such a key reserves no failed authentication for its address.
+
+    A hit only spares that step; the key is still checked on every request, so a key revoked
+    within the TTL is refused at its next one."""
+
+    def __init__(self, ttl: float = 60.0, maxsize: int = 10_000) -> None:
+        self.ttl = ttl
+        self.maxsize = maxsize
+        self._until: dict[str, float] = {}
+
+    def __contains__(self, key_hash: str) -> bool:
+        until = self._until.get(key_hash)
+        return until is not None and until > time.monotonic()
+
+    def add(self, key_hash: str) -> None:
+        if len(self._until) >= self.maxsize:
+            now = time.monotonic()
+            self._until = {k: t for k, t in self._until.items() if t > now}
+            if len(self._until) >= self.maxsize:
+                self._until.pop(next(iter(self._until)))  # the oldest entry
+        self._until[key_hash] = time.monotonic() + self.ttl

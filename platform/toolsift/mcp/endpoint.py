@@ -33,7 +33,7 @@ from ..config import Settings
 from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
 from ..errors import AppError, Forbidden, NoCredentials, TenantDeleted, Unauthenticated
-from ..security.ratelimit import RateLimiter, client_address
+from ..security.ratelimit import RESERVED, RateLimiter, client_address
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
 from ..tools.definitions import Format
@@ -161,7 +161,9 @@ class McpEndpoint:
             principal = await anyio.to_thread.run_sync(self._principal, scope)
         except AppError as error:
             guess = isinstance(error, Unauthenticated) and not isinstance(error, NoCredentials)
-            if guess and self._limiter is not None:
+            # A failure reserved before the lookup is already counted.
+            reserved = RESERVED in scope.get("state", {})
+            if guess and not reserved and self._limiter is not None:
                 await self._limiter.count_failure(_address(scope))
             await _send_json(send, error.status_code, error.body(), error.headers)
             return
@@ -178,9 +180,12 @@ class McpEndpoint:
             raise NoCredentials("malformed API key")
         key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
         if self._limiter is not None:  # before the lookup, as `auth.deps.limit`
-            self._limiter.check(key_hash, "agent", _address(scope))
+            state = scope.setdefault("state", {})
+            self._limiter.check(key_hash, "agent", _address(scope), state)
         with self.database.unit_of_work(parsed.tenant_id, permissions="") as session:
             principal = _authenticate(session, parsed, key_hash)
+        if self._limiter is not None:
+            self._limiter.confirm(key_hash)
         if principal.scope != "agent":
             raise Forbidden("this endpoint needs an agent key")
         return principal

@@ -21,14 +21,19 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 import redis.asyncio
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..auth.keys import VouchedKeys
 from ..config import Settings
 from ..errors import RateLimited
 from ..ops import metrics
@@ -63,37 +68,82 @@ def client_address(host: str | None) -> str:
     return str(ip)
 
 
-# A request's one round trip. KEYS: its address's failed authentications this window and its
-# key's requests ('' for one not limited); ARGV: the address's limit, the key counter's TTL.
-# A blocked address's request is not counted against the key it presents. Returns
-# {failures, requests}.
+# A request's one round trip. KEYS: its address's failed authentications this window, its
+# key's requests in this scope (an unused name under the prefix where one is not counted: a
+# Redis ACL may allow `toolsift:*` only). ARGV: the address's limit, the counters' TTL, and
+# three flags: read the address's count; count the key's request; reserve a failure for the
+# address (the key is not known good: a burst of guesses cannot all pass the check before
+# any of them is counted). A blocked address's request is neither counted against the key it
+# presents nor reserved. Returns {failures, requests}.
 _CHECK = """
 local failed = 0
-if KEYS[1] ~= '' then
+if ARGV[3] == '1' then
   failed = tonumber(redis.call('GET', KEYS[1]) or '0')
   if failed >= tonumber(ARGV[1]) then return {failed, 0} end
+  if ARGV[5] == '1' then
+    redis.call('INCR', KEYS[1])
+    redis.call('EXPIRE', KEYS[1], ARGV[2])
+  end
 end
 local count = 0
-if KEYS[2] ~= '' then
+if ARGV[4] == '1' then
   count = redis.call('INCR', KEYS[2])
   if count == 1 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
 end
 return {failed, count}
 """
+# A reservation given back: the request did not end in a 401.
+_RELEASE = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') > 0 then return redis.call('DECR', KEYS[1]) end
+return 0
+"""
+_UNUSED = "toolsift:ratelimit:unused"
+_ASYNC_CONNECTIONS = 64
+
+
+def _saturated(error: Exception) -> bool:
+    """This process's connections were all busy (a burst), not a Redis that failed."""
+    return isinstance(error, redis.exceptions.MaxConnectionsError) or (
+        isinstance(error, redis.exceptions.ConnectionError)
+        and isinstance(error.__cause__, TimeoutError)
+    )
+
+
+#: Where a request keeps its reserved failure: the ASGI scope's state (`Request.state`).
+RESERVED = "toolsift_reserved_failure"
+
+
+@dataclass
+class Reservation:
+    """A failure counted for a client address before its key was looked up: in this process
+    (a bound on such requests in flight that holds when Redis does not answer) and, once
+    the check's script ran, in Redis."""
+
+    address: str
+    subject: str  # the key's HMAC
+    failures: str  # the address's counter of this window
+    in_redis: bool = False
 
 
 @dataclass(frozen=True)
 class _Check:
     """One request's counters in this window: its address's failures, its key's requests
-    (None for one not limited)."""
+    (None for one not limited), and whether a failure is reserved for the address."""
 
     scope: str
+    subject: str
+    address: str
     failures: str | None
     counter: str | None
+    reserve: bool
 
     @property
     def keys(self) -> list[str]:
-        return [self.failures or "", self.counter or ""]
+        return [self.failures or _UNUSED, self.counter or _UNUSED]
+
+    def args(self, limit: int, ttl: int) -> list[int]:
+        flags = (self.failures is not None, self.counter is not None, self.reserve)
+        return [limit, ttl, *(int(f) for f in flags)]
 
 
 class RateLimiter:
@@ -115,15 +165,29 @@ class RateLimiter:
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 0),
         )
-        self.async_client = redis.asyncio.Redis.from_url(
-            redis_url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=AsyncRetry(NoBackoff(), 0),
+        # The event loop may hold many more checks at once than there are connections: they
+        # wait for one (as long as for an answer) instead of failing, and a wait that runs
+        # out fails that check open, not every check for a second (Redis is not down).
+        self.async_client = redis.asyncio.Redis.from_pool(  # owns the pool: closes it
+            redis.asyncio.BlockingConnectionPool.from_url(
+                redis_url,
+                max_connections=_ASYNC_CONNECTIONS,
+                timeout=timeout,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=AsyncRetry(NoBackoff(), 0),
+            )
         )
         # EVALSHA, loaded on first use and again after a Redis restart.
         self._script = self.client.register_script(_CHECK)
         self._async_script = self.async_client.register_script(_CHECK)
+        self._release = self.async_client.register_script(_RELEASE)
+        # Keys the database accepted lately: their requests reserve no failure. Nor do more
+        # requests of a key whose first one holds a reservation: a burst of one key is its
+        # own rate limit's, and a client's first requests after a restart come in parallel.
+        self.vouched = VouchedKeys()
+        self._pending: set[str] = set()
+        self._in_flight: Counter[str] = Counter()  # reservations by address, this process
         self._paused_until = 0.0
         self._lock = threading.Lock()
 
@@ -146,28 +210,69 @@ class RateLimiter:
             failed_auth=failed_auth,
         )
 
-    def check(self, subject: str, scope: str, address: str | None = None) -> None:
+    def check(
+        self,
+        subject: str,
+        scope: str,
+        address: str | None = None,
+        hold: MutableMapping[str, Any] | None = None,
+    ) -> None:
         """Count one request of this key (`subject`: its HMAC); raise RateLimited past the
-        scope's limit, or when the client `address` is past the failed authentications'."""
-        if (check := self._check(subject, scope, address)) is None:
-            return
-        try:
-            failed, count = self._script(check.keys, self._args)
-        except (redis.RedisError, OSError) as error:
-            self._fail_open(error)
-            return
-        self._judge(check, int(failed), int(count))
+        scope's limit, or when the client `address` is past the failed authentications'.
 
-    async def check_async(self, subject: str, scope: str, address: str | None = None) -> None:
-        """`check` for the event loop (the select path), over an asyncio connection."""
-        if (check := self._check(subject, scope, address)) is None:
+        With `hold` (the request's state) and a key neither vouched for nor already holding
+        one, a failure is reserved for the address and kept in `hold[RESERVED]`: the request
+        settles it (`settle`), giving it back unless it ended in a 401."""
+        if (check := self._check(subject, scope, address, hold)) is None:
+            return
+        reservation = self._reserve(check, hold)
+        if self._paused():
             return
         try:
-            failed, count = await self._async_script(check.keys, self._args)
+            failed, count = self._script(check.keys, check.args(self.failed_auth, self._ttl))
         except (redis.RedisError, OSError) as error:
             self._fail_open(error)
             return
-        self._judge(check, int(failed), int(count))
+        self._judge(check, int(failed), int(count), reservation)
+
+    async def check_async(
+        self,
+        subject: str,
+        scope: str,
+        address: str | None = None,
+        hold: MutableMapping[str, Any] | None = None,
+    ) -> None:
+        """`check` for the event loop (the select path), over an asyncio connection."""
+        if (check := self._check(subject, scope, address, hold)) is None:
+            return
+        reservation = self._reserve(check, hold)
+        if self._paused():
+            return
+        try:
+            args = check.args(self.failed_auth, self._ttl)
+            failed, count = await self._async_script(check.keys, args)
+        except (redis.RedisError, OSError) as error:
+            self._fail_open(error)
+            return
+        self._judge(check, int(failed), int(count), reservation)
+
+    def confirm(self, subject: str) -> None:
+        """The database accepted this key: its next requests reserve nothing."""
+        self.vouched.add(subject)
+
+    async def settle(self, reservation: Reservation, *, refused: bool) -> None:
+        """The end of a request that reserved a failure (`hold[RESERVED]`): a 401 keeps it as
+        the failure it counts; any other end gives it back."""
+        self._pending.discard(reservation.subject)
+        self._in_flight[reservation.address] -= 1
+        if self._in_flight[reservation.address] <= 0:
+            del self._in_flight[reservation.address]
+        if refused or not reservation.in_redis:
+            return
+        try:
+            await self._release([reservation.failures], [])
+        except (redis.RedisError, OSError) as error:
+            self._pause(error)
 
     async def count_failure(self, address: str) -> None:
         """One failed authentication (a 401) from this client address; on the event loop,
@@ -178,7 +283,7 @@ class RateLimiter:
         try:
             pipe = self.async_client.pipeline(transaction=False)
             pipe.incr(failures)
-            pipe.expire(failures, 2 * self.window)
+            pipe.expire(failures, self._ttl)
             await pipe.execute()
         except (redis.RedisError, OSError) as error:
             self._pause(error)
@@ -189,26 +294,38 @@ class RateLimiter:
     def _failures(self, address: str, window: int) -> str:
         return f"toolsift:authfail:{_counter_id('address:' + address)}:{window}"
 
-    def _check(self, subject: str, scope: str, address: str | None) -> _Check | None:
+    def _check(
+        self,
+        subject: str,
+        scope: str,
+        address: str | None,
+        hold: MutableMapping[str, Any] | None,
+    ) -> _Check | None:
         """This window's counters of the request, or None when nothing is to be checked."""
         count = self.limits.get(scope, 0) > 0
         if self.failed_auth <= 0:
             address = None
         if not count and address is None:
             return None
-        if time.time() < self._paused_until:
-            metrics.RATE_LIMIT_FAIL_OPEN.inc()
-            return None
         window = self._window_index()
+        counter = f"toolsift:ratelimit:{_counter_id(subject)}:{scope}:{window}"
         return _Check(
             scope=scope,
+            subject=subject,
+            address=address or "",
             failures=None if address is None else self._failures(address, window),
-            counter=f"toolsift:ratelimit:{_counter_id(subject)}:{window}" if count else None,
+            counter=counter if count else None,
+            reserve=(
+                hold is not None
+                and address is not None
+                and subject not in self.vouched
+                and subject not in self._pending
+            ),
         )
 
     @property
-    def _args(self) -> list[int]:
-        return [self.failed_auth, 2 * self.window]
+    def _ttl(self) -> int:
+        return 2 * self.window
 
     def _pause(self, error: Exception) -> None:
         now = time.time()
@@ -218,17 +335,53 @@ class RateLimiter:
         if first:
             _log.warning("rate limits off for %ss: Redis: %s", _PAUSE_AFTER_FAILURE, error)
 
+    def _paused(self) -> bool:
+        """Redis failed a moment ago: requests go through unchecked (the local bound on
+        reservations in flight still holds)."""
+        if time.time() < self._paused_until:
+            metrics.RATE_LIMIT_FAIL_OPEN.inc()
+            return True
+        return False
+
     def _fail_open(self, error: Exception) -> None:
-        self._pause(error)
+        if not _saturated(error):
+            self._pause(error)
         metrics.RATE_LIMIT_FAIL_OPEN.inc()
 
-    def _judge(self, check: _Check, failed: int, count: int) -> None:
+    def _reserve(self, check: _Check, hold: MutableMapping[str, Any] | None) -> Reservation | None:
+        """Count the request among this process's reservations for its address, before any
+        round trip: past the failed authentications' limit of them in flight at once, the
+        address is refused here, Redis answering or not (a burst of guesses)."""
+        if not check.reserve or hold is None or check.failures is None:
+            return None
+        address = check.address
+        if self._in_flight[address] >= self.failed_auth:
+            raise self._refusal(
+                FAILED_AUTH,
+                f"{self._in_flight[address]} requests with keys not yet accepted in flight"
+                " from this address",
+            )
+        self._in_flight[address] += 1
+        self._pending.add(check.subject)
+        reservation = Reservation(address, check.subject, check.failures)
+        hold[RESERVED] = reservation
+        return reservation
+
+    def _judge(
+        self,
+        check: _Check,
+        failed: int,
+        count: int,
+        reservation: Reservation | None,
+    ) -> None:
         """The address first: a blocked one is refused whatever key it presents, valid or
         not, since telling them apart is the database lookup the block saves."""
         if check.failures is not None and failed >= self.failed_auth:
             raise self._refusal(
                 FAILED_AUTH, f"{failed} failed authentications in {self.window}s from this address"
             )
+        if reservation is not None:
+            reservation.in_redis = True  # the script counted it, not being refused
         if check.counter is not None and count > (limit := self.limits[check.scope]):
             raise self._refusal(
                 check.scope, f"more than {limit} requests in {self.window}s for this key"
@@ -245,3 +398,33 @@ class RateLimiter:
 
     async def aclose(self) -> None:
         await self.async_client.aclose()
+
+
+class SettleReservations:
+    """Gives back the failure a request reserved for its address (`RateLimiter.check` with a
+    key not vouched for) unless the request ended in a 401: its key was good, or was never
+    judged (a 503, a 429). A 401 keeps it as the failure it counts."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        status = 0
+
+        async def watching(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watching)
+        finally:
+            reservation = state.pop(RESERVED, None)
+            limiter = getattr(scope["app"].state, "rate_limiter", None)
+            if reservation is not None and limiter is not None:
+                await limiter.settle(reservation, refused=status == 401)

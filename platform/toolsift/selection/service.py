@@ -17,6 +17,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from ..auth.deps import AgentKey, Principal
+from ..auth.keys import VouchedKeys
 from ..db import HotPool
 from ..embedding.base import EmbeddingBackend, EmbeddingError, vector_literal
 from ..embedding.cache import CachedBackend
@@ -56,32 +57,6 @@ _NOT_AGENT = "TSA03"
 
 # The roles' grants as this transaction's permissions (migration 0008).
 _APPLY_ROLES = text("SELECT toolsift_apply_roles(CAST(:tenant_id AS uuid), CAST(:roles AS text[]))")
-
-
-class VouchedKeys:
-    """Key hashes this process saw the database accept lately, so that only their requests
-    embed a query straight away: the embedding, not the select, is the costly part of a
-    dense select, and a made-up key (each one a new rate-limit bucket) must not get it.
-
-    A hit only spares the extra round trip; `toolsift_select` checks the key on every
-    request, so a key revoked within the TTL is still refused at its next select."""
-
-    def __init__(self, ttl: float = 60.0, maxsize: int = 10_000) -> None:
-        self.ttl = ttl
-        self.maxsize = maxsize
-        self._until: dict[str, float] = {}
-
-    def __contains__(self, key_hash: str) -> bool:
-        until = self._until.get(key_hash)
-        return until is not None and until > time.monotonic()
-
-    def add(self, key_hash: str) -> None:
-        if len(self._until) >= self.maxsize:
-            now = time.monotonic()
-            self._until = {k: t for k, t in self._until.items() if t > now}
-            if len(self._until) >= self.maxsize:
-                self._until.pop(next(iter(self._until)))  # the oldest entry
-        self._until[key_hash] = time.monotonic() + self.ttl
 
 
 def resolve_roles(principal: Principal, asserted: Sequence[str] | None) -> list[str]:

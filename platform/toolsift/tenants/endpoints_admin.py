@@ -38,9 +38,11 @@ def _require_operator(
     if not settings.operator_key:
         raise Forbidden(f"{action} needs the operator key, which this deployment does not set"
                         " (TOOLSIFT_OPERATOR_KEY)")  # fmt: skip
-    deps.limit(request, keys.hash_key(credentials.credentials, settings.key_pepper), "operator")
+    key_hash = keys.hash_key(credentials.credentials, settings.key_pepper)
+    deps.limit(request, key_hash, "operator")
     if not hmac.compare_digest(credentials.credentials.encode(), settings.operator_key.encode()):
         raise Unauthenticated(f"{action} needs the operator key")
+    deps.confirm(request, key_hash)
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)

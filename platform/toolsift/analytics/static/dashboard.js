@@ -22,7 +22,9 @@ async function fetchJson(path, key, params) {
   const body = await response.json();
   if (!response.ok) {
     const message = body && body.error ? body.error.message : response.statusText;
-    throw new Error(`${path}: ${response.status} ${message}`);
+    const error = new Error(`${path}: ${response.status} ${message}`);
+    error.status = response.status;
+    throw error;
   }
   return body;
 }
@@ -170,9 +172,11 @@ function summary(recall, tokens, latency) {
 async function load(key, since) {
   status("Loading…");
   const params = since ? { since } : {};
-  const [recall, tokens, latency, top, duplicates, zero] = await Promise.all([
+  // One request first: a wrong key is then one failed authentication, not six (the API
+  // limits them per client address).
+  const tokens = await fetchJson("tokens", key, params);
+  const [recall, latency, top, duplicates, zero] = await Promise.all([
     fetchJson("recall", key, params),
-    fetchJson("tokens", key, params),
     fetchJson("latency", key, params),
     fetchJson("top-tools", key, { ...params, limit: 6 }),
     fetchJson("near-duplicates", key, { limit: 50 }),
@@ -198,6 +202,8 @@ function start() {
   const sinceInput = document.getElementById("since");
   const run = () =>
     load(keyInput.value.trim(), sinceInput.value).catch((error) => {
+      // A refused key is not kept: reloading the page must not try it again.
+      if (error.status === 401) sessionStorage.removeItem(KEY);
       window.dashboard.error = error.message;
       status(error.message, true);
     });
