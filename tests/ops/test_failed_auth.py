@@ -472,6 +472,10 @@ def test_new_valid_keys_give_their_reservations_back(
         assert admin.get("/admin/v1/tools").status_code == 200  # one failure short
         assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
         refused_for_the_address(admin.get("/admin/v1/tools"))
+        # Every request settled what it reserved: nothing is left in flight in the process.
+        limiter = here.app.state.rate_limiter  # type: ignore[attr-defined]
+        assert not limiter._in_flight
+        assert not limiter._pending
 
 
 def test_a_key_s_budget_is_counted_per_scope(

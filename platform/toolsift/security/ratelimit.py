@@ -188,6 +188,8 @@ class RateLimiter:
         self.vouched = VouchedKeys()
         self._pending: set[str] = set()
         self._in_flight: Counter[str] = Counter()  # reservations by address, this process
+        # Checks run on the event loop and in the thread pool (sync routes, /mcp's lookup).
+        self._reserving = threading.Lock()
         self._paused_until = 0.0
         self._lock = threading.Lock()
 
@@ -263,10 +265,11 @@ class RateLimiter:
     async def settle(self, reservation: Reservation, *, refused: bool) -> None:
         """The end of a request that reserved a failure (`hold[RESERVED]`): a 401 keeps it as
         the failure it counts; any other end gives it back."""
-        self._pending.discard(reservation.subject)
-        self._in_flight[reservation.address] -= 1
-        if self._in_flight[reservation.address] <= 0:
-            del self._in_flight[reservation.address]
+        with self._reserving:
+            self._pending.discard(reservation.subject)
+            self._in_flight[reservation.address] -= 1
+            if self._in_flight[reservation.address] <= 0:
+                del self._in_flight[reservation.address]
         if refused or not reservation.in_redis:
             return
         try:
@@ -355,14 +358,16 @@ class RateLimiter:
         if not check.reserve or hold is None or check.failures is None:
             return None
         address = check.address
-        if self._in_flight[address] >= self.failed_auth:
+        with self._reserving:
+            in_flight = self._in_flight[address]
+            if in_flight < self.failed_auth:
+                self._in_flight[address] += 1
+                self._pending.add(check.subject)
+        if in_flight >= self.failed_auth:
             raise self._refusal(
                 FAILED_AUTH,
-                f"{self._in_flight[address]} requests with keys not yet accepted in flight"
-                " from this address",
+                f"{in_flight} requests with keys not yet accepted in flight from this address",
             )
-        self._in_flight[address] += 1
-        self._pending.add(check.subject)
         reservation = Reservation(address, check.subject, check.failures)
         hold[RESERVED] = reservation
         return reservation
