@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -32,7 +30,7 @@ from toolsift.security.ratelimit import RESERVED, RateLimiter, client_address
 
 from ..conftest import OPERATOR_KEY
 from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
-from ..fixtures.served import free_port, served, wait_until_ok
+from ..fixtures.served import free_port, serve_process, served
 
 LIMIT = 5
 # Long, so that no test's counts straddle two windows; the fixture starts none in its end.
@@ -337,19 +335,8 @@ def serving(database_url: str, redis_url: str, tmp_path: Path, **settings: str) 
     }
     for name in ("TOOLSIFT_HOST", "TOOLSIFT_API_WORKERS", "FORWARDED_ALLOW_IPS"):
         env.pop(name, None)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "toolsift.cli", "serve"],
-            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_ok(f"{url}/healthz", server, log)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with serve_process(env, tmp_path, port):
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_serve_believes_x_forwarded_for_only_from_the_configured_proxies(

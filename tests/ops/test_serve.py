@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ..fixtures.served import free_port, wait_until_ok
+from ..fixtures.served import free_port, serve_process
 
 
 def _spawned_workers(pid: int) -> int:
@@ -47,14 +45,7 @@ def test_serve_starts_on_a_metrics_folder_nobody_made(database_url: str, tmp_pat
         "TOOLSIFT_HOST",
     ):
         env.pop(name, None)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "toolsift.cli", "serve"],
-            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        wait_until_ok(f"http://127.0.0.1:{port}/healthz", server, log)
+    with serve_process(env, tmp_path, port) as server:
         assert _spawned_workers(server.pid) == 2
         for _ in range(4):  # likely both workers: each writes its own files
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
@@ -62,6 +53,3 @@ def test_serve_starts_on_a_metrics_folder_nobody_made(database_url: str, tmp_pat
         assert exposed.status_code == 200, exposed.text
         assert 'route="/healthz"' in exposed.text
         assert any(metrics.glob("*.db"))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
