@@ -115,10 +115,18 @@ async def limit_async(request: Request, key_hash: str, scope: str) -> None:
 
 
 def confirm(request: Request, key_hash: str) -> None:
-    """The database accepted the key: from now on its requests reserve no failure."""
+    """The database accepted the key: its reservation is given back now, and from now on
+    its requests reserve no failure."""
     limiter = request.app.state.rate_limiter
     if limiter is not None:
-        limiter.confirm(key_hash)
+        limiter.confirm(key_hash, _state(request))
+
+
+async def confirm_async(request: Request, key_hash: str) -> None:
+    """`confirm` for the select path, which runs on the event loop."""
+    limiter = request.app.state.rate_limiter
+    if limiter is not None:
+        await limiter.confirm_async(key_hash, _state(request))
 
 
 async def count_failure(request: Request) -> None:

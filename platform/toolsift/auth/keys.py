@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from uuid import UUID
@@ -68,15 +69,17 @@ class VouchedKeys:
         self.ttl = ttl
         self.maxsize = maxsize
         self._until: dict[str, float] = {}
+        self._lock = threading.Lock()  # added to from the event loop and the thread pool
 
     def __contains__(self, key_hash: str) -> bool:
         until = self._until.get(key_hash)
         return until is not None and until > time.monotonic()
 
     def add(self, key_hash: str) -> None:
-        if len(self._until) >= self.maxsize:
-            now = time.monotonic()
-            self._until = {k: t for k, t in self._until.items() if t > now}
+        with self._lock:
             if len(self._until) >= self.maxsize:
-                self._until.pop(next(iter(self._until)))  # the oldest entry
-        self._until[key_hash] = time.monotonic() + self.ttl
+                now = time.monotonic()
+                self._until = {k: t for k, t in self._until.items() if t > now}
+                if len(self._until) >= self.maxsize:
+                    self._until.pop(next(iter(self._until)))  # the oldest entry
+            self._until[key_hash] = time.monotonic() + self.ttl

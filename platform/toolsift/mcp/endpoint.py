@@ -185,7 +185,7 @@ class McpEndpoint:
         with self.database.unit_of_work(parsed.tenant_id, permissions="") as session:
             principal = _authenticate(session, parsed, key_hash)
         if self._limiter is not None:
-            self._limiter.confirm(key_hash)
+            self._limiter.confirm(key_hash, state)
         if principal.scope != "agent":
             raise Forbidden("this endpoint needs an agent key")
         return principal

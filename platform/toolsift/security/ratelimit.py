@@ -182,6 +182,7 @@ class RateLimiter:
         self._script = self.client.register_script(_CHECK)
         self._async_script = self.async_client.register_script(_CHECK)
         self._release = self.async_client.register_script(_RELEASE)
+        self._release_sync = self.client.register_script(_RELEASE)
         # Keys the database accepted lately: their requests reserve no failure. Nor do more
         # requests of a key whose first one holds a reservation: a burst of one key is its
         # own rate limit's, and a client's first requests after a restart come in parallel.
@@ -190,6 +191,10 @@ class RateLimiter:
         self._in_flight: Counter[str] = Counter()  # reservations by address, this process
         # Checks run on the event loop and in the thread pool (sync routes, /mcp's lookup).
         self._reserving = threading.Lock()
+        # This window's 401s per address as this process counted them: the bound that holds
+        # while Redis is not answering (paused, or slow under a burst), per process.
+        self._failed_here: Counter[str] = Counter()
+        self._failed_window = 0
         self._paused_until = 0.0
         self._lock = threading.Lock()
 
@@ -227,13 +232,14 @@ class RateLimiter:
         settles it (`settle`), giving it back unless it ended in a 401."""
         if (check := self._check(subject, scope, address, hold)) is None:
             return
+        self._refuse_if_failed_here(check)
         reservation = self._reserve(check, hold)
         if self._paused():
             return
         try:
             failed, count = self._script(check.keys, check.args(self.failed_auth, self._ttl))
         except (redis.RedisError, OSError) as error:
-            self._fail_open(error)
+            self._fail_open(error, reservation)
             return
         self._judge(check, int(failed), int(count), reservation)
 
@@ -247,6 +253,7 @@ class RateLimiter:
         """`check` for the event loop (the select path), over an asyncio connection."""
         if (check := self._check(subject, scope, address, hold)) is None:
             return
+        self._refuse_if_failed_here(check)
         reservation = self._reserve(check, hold)
         if self._paused():
             return
@@ -254,23 +261,38 @@ class RateLimiter:
             args = check.args(self.failed_auth, self._ttl)
             failed, count = await self._async_script(check.keys, args)
         except (redis.RedisError, OSError) as error:
-            self._fail_open(error)
+            self._fail_open(error, reservation)
             return
         self._judge(check, int(failed), int(count), reservation)
 
-    def confirm(self, subject: str) -> None:
-        """The database accepted this key: its next requests reserve nothing."""
+    def confirm(self, subject: str, hold: MutableMapping[str, Any] | None = None) -> None:
+        """The database accepted this key: its next requests reserve nothing, and this one
+        gives its reservation back now, not when it ends (an MCP stream may last hours)."""
         self.vouched.add(subject)
+        reservation = None if hold is None else hold.pop(RESERVED, None)
+        if reservation is not None and self._unreserve(reservation):
+            try:
+                self._release_sync([reservation.failures], [])
+            except (redis.RedisError, OSError) as error:
+                self._pause(error)
+
+    async def confirm_async(self, subject: str, hold: MutableMapping[str, Any]) -> None:
+        """`confirm` for the event loop."""
+        self.vouched.add(subject)
+        if (reservation := hold.pop(RESERVED, None)) is not None:
+            await self.settle(reservation, refused=False)
 
     async def settle(self, reservation: Reservation, *, refused: bool) -> None:
         """The end of a request that reserved a failure (`hold[RESERVED]`): a 401 keeps it as
-        the failure it counts; any other end gives it back."""
-        with self._reserving:
-            self._pending.discard(reservation.subject)
-            self._in_flight[reservation.address] -= 1
-            if self._in_flight[reservation.address] <= 0:
-                del self._in_flight[reservation.address]
-        if refused or not reservation.in_redis:
+        the failure it counts (counted now if Redis never saw it); any other end gives it
+        back."""
+        in_redis = self._unreserve(reservation)
+        if refused:
+            self._count_here(reservation.address)
+            if not in_redis:
+                await self._count_in_redis(reservation.address)
+            return
+        if not in_redis:
             return
         try:
             await self._release([reservation.failures], [])
@@ -280,7 +302,46 @@ class RateLimiter:
     async def count_failure(self, address: str) -> None:
         """One failed authentication (a 401) from this client address; on the event loop,
         and only on the way out of a refused request."""
-        if self.failed_auth <= 0 or time.time() < self._paused_until:
+        if self.failed_auth <= 0:
+            return
+        self._count_here(address)
+        await self._count_in_redis(address)
+
+    def _unreserve(self, reservation: Reservation) -> bool:
+        """This process's part of ending a reservation; whether Redis holds it too."""
+        with self._reserving:
+            self._pending.discard(reservation.subject)
+            self._in_flight[reservation.address] -= 1
+            if self._in_flight[reservation.address] <= 0:
+                del self._in_flight[reservation.address]
+        return reservation.in_redis
+
+    def _count_here(self, address: str) -> None:
+        window = self._window_index()
+        with self._reserving:
+            if window != self._failed_window:
+                self._failed_here.clear()
+                self._failed_window = window
+            self._failed_here[address] += 1
+
+    def _refuse_if_failed_here(self, check: _Check) -> None:
+        """The address past its limit by this process's own count of its 401s: refused
+        whatever Redis says (or does not)."""
+        if check.failures is None:
+            return
+        with self._reserving:
+            failed = (
+                self._failed_here[check.address]
+                if self._failed_window == self._window_index()
+                else 0
+            )
+        if failed >= self.failed_auth:
+            raise self._refusal(
+                FAILED_AUTH, f"{failed} failed authentications in {self.window}s from this address"
+            )
+
+    async def _count_in_redis(self, address: str) -> None:
+        if time.time() < self._paused_until:
             return
         failures = self._failures(address, self._window_index())
         try:
@@ -331,6 +392,8 @@ class RateLimiter:
         return 2 * self.window
 
     def _pause(self, error: Exception) -> None:
+        if _saturated(error):
+            return  # this process's connections were busy: Redis is not down
         now = time.time()
         with self._lock:
             first = self._paused_until <= now
@@ -346,9 +409,12 @@ class RateLimiter:
             return True
         return False
 
-    def _fail_open(self, error: Exception) -> None:
-        if not _saturated(error):
-            self._pause(error)
+    def _fail_open(self, error: Exception, reservation: Reservation | None = None) -> None:
+        if reservation is not None and isinstance(error, redis.TimeoutError):
+            # Sent, and not answered in time: the script most likely ran (a slow Redis), so
+            # a good key gives the reservation back (the release never goes below zero).
+            reservation.in_redis = True
+        self._pause(error)
         metrics.RATE_LIMIT_FAIL_OPEN.inc()
 
     def _reserve(self, check: _Check, hold: MutableMapping[str, Any] | None) -> Reservation | None:

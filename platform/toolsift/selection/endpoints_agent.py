@@ -5,7 +5,7 @@ import threading
 from fastapi import APIRouter, Request, Response
 from starlette.datastructures import State
 
-from ..auth.deps import AgentContext, PresentedKey, confirm, limit_async
+from ..auth.deps import AgentContext, PresentedKey, confirm_async, limit_async
 from ..embedding.base import get_backend
 from ..embedding.cache import CachedBackend
 from ..kit.errors import ERRORS
@@ -61,7 +61,7 @@ async def select_tools(data: SelectRequest, key: PresentedKey, request: Request)
         embedder,
         embedding_deadline=request.app.state.settings.embedding_query_timeout,
     )
-    confirm(request, key.key_hash)  # the statement checked the key
+    await confirm_async(request, key.key_hash)  # the statement checked the key
     # The database renders the body; FastAPI would only parse and validate it again.
     return Response(body, media_type="application/json")
 
