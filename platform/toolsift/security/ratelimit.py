@@ -6,11 +6,15 @@ of requests with random keys, each a key lookup in the database. So every 401 fo
 that was looked up is counted against the client's address too, and past a number of them
 in a window the address's requests are refused (429) before any lookup, until the window
 ends. One script reads the address's counter and counts the key's request: one round trip,
-as the key's count alone took before.
+as the key's count alone took before. A request whose key this process has not seen
+accepted reserves its failure in that script, so guesses sent at once cannot all pass the
+check before the first 401 is counted; it gives the reservation back when the key is
+accepted (`confirm`) or the request ends otherwise than in a 401 (`SettleReservations`).
 
 Fails open: when Redis cannot answer within a few milliseconds the request goes through
 and Redis is left alone for a second, so a broker outage never stops selects and never adds
-more than one timeout per second per process.
+more than one timeout per second per process. The addresses' failures stay bounded
+meanwhile by each process's own counts (reservations in flight, 401s this window).
 """
 
 from __future__ import annotations
