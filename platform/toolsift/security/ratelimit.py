@@ -131,23 +131,23 @@ class Reservation:
 
 @dataclass(frozen=True)
 class _Check:
-    """One request's counters in this window: its address's failures, its key's requests
-    (None for one not limited), and whether a failure is reserved for the address."""
+    """One request's counters in this window: its address's failures and its key's requests
+    (None for one not limited), and the failure it reserved before the lookup, if any."""
 
     scope: str
     subject: str
     address: str
     failures: str | None
     counter: str | None
-    reserve: bool
+    reservation: Reservation | None
 
     @property
     def keys(self) -> list[str]:
         return [self.failures or _UNUSED, self.counter or _UNUSED]
 
     def args(self, limit: int, ttl: int) -> list[int]:
-        flags = (self.failures is not None, self.counter is not None, self.reserve)
-        return [limit, ttl, *(int(f) for f in flags)]
+        flags = (self.failures, self.counter, self.reservation)
+        return [limit, ttl, *(int(f is not None) for f in flags)]
 
 
 class RateLimiter:
@@ -236,16 +236,12 @@ class RateLimiter:
         settles it (`settle`), giving it back unless it ended in a 401."""
         if (check := self._check(subject, scope, address, hold)) is None:
             return
-        self._refuse_if_failed_here(check)
-        reservation = self._reserve(check, hold)
-        if self._paused():
-            return
         try:
             failed, count = self._script(check.keys, check.args(self.failed_auth, self._ttl))
         except (redis.RedisError, OSError) as error:
-            self._fail_open(error, reservation)
+            self._fail_open(error, check.reservation)
             return
-        self._judge(check, int(failed), int(count), reservation)
+        self._judge(check, int(failed), int(count))
 
     async def check_async(
         self,
@@ -257,17 +253,13 @@ class RateLimiter:
         """`check` for the event loop (the select path), over an asyncio connection."""
         if (check := self._check(subject, scope, address, hold)) is None:
             return
-        self._refuse_if_failed_here(check)
-        reservation = self._reserve(check, hold)
-        if self._paused():
-            return
         try:
             args = check.args(self.failed_auth, self._ttl)
             failed, count = await self._async_script(check.keys, args)
         except (redis.RedisError, OSError) as error:
-            self._fail_open(error, reservation)
+            self._fail_open(error, check.reservation)
             return
-        self._judge(check, int(failed), int(count), reservation)
+        self._judge(check, int(failed), int(count))
 
     def confirm(self, subject: str, hold: MutableMapping[str, Any] | None = None) -> None:
         """The database accepted this key: its next requests reserve nothing, and this one
@@ -328,21 +320,15 @@ class RateLimiter:
                 self._failed_window = window
             self._failed_here[address] += 1
 
-    def _refuse_if_failed_here(self, check: _Check) -> None:
+    def _refuse_if_failed_here(self, address: str) -> None:
         """The address past its limit by this process's own count of its 401s: refused
         whatever Redis says (or does not)."""
-        if check.failures is None:
-            return
         with self._reserving:
             failed = (
-                self._failed_here[check.address]
-                if self._failed_window == self._window_index()
-                else 0
+                self._failed_here[address] if self._failed_window == self._window_index() else 0
             )
         if failed >= self.failed_auth:
-            raise self._refusal(
-                FAILED_AUTH, f"{failed} failed authentications in {self.window}s from this address"
-            )
+            raise self._blocked(failed)
 
     async def _count_in_redis(self, address: str) -> None:
         if time.time() < self._paused_until:
@@ -369,26 +355,32 @@ class RateLimiter:
         address: str | None,
         hold: MutableMapping[str, Any] | None,
     ) -> _Check | None:
-        """This window's counters of the request, or None when nothing is to be checked."""
+        """What this process settles of the request before any round trip (the address's own
+        counts here, its reservation), and the counters Redis is to check; None when Redis
+        is not to be asked (nothing limited, or paused)."""
         count = self.limits.get(scope, 0) > 0
         if self.failed_auth <= 0:
             address = None
         if not count and address is None:
             return None
         window = self._window_index()
+        failures = None
+        reservation = None
+        if address is not None:
+            failures = self._failures(address, window)
+            self._refuse_if_failed_here(address)
+            if hold is not None:
+                reservation = self._reserve(address, subject, failures, hold)
+        if self._paused():
+            return None
         counter = f"toolsift:ratelimit:{_counter_id(subject)}:{scope}:{window}"
         return _Check(
             scope=scope,
             subject=subject,
             address=address or "",
-            failures=None if address is None else self._failures(address, window),
+            failures=failures,
             counter=counter if count else None,
-            reserve=(
-                hold is not None
-                and address is not None
-                and subject not in self.vouched
-                and subject not in self._pending
-            ),
+            reservation=reservation,
         )
 
     @property
@@ -421,46 +413,48 @@ class RateLimiter:
         self._pause(error)
         metrics.RATE_LIMIT_FAIL_OPEN.inc()
 
-    def _reserve(self, check: _Check, hold: MutableMapping[str, Any] | None) -> Reservation | None:
-        """Count the request among this process's reservations for its address, before any
-        round trip: past the failed authentications' limit of them in flight at once, the
-        address is refused here, Redis answering or not (a burst of guesses)."""
-        if not check.reserve or hold is None or check.failures is None:
+    def _reserve(
+        self, address: str, subject: str, failures: str, hold: MutableMapping[str, Any]
+    ) -> Reservation | None:
+        """For a key neither vouched for nor already holding one, count the request among
+        this process's reservations for its address, before any round trip: past the failed
+        authentications' limit of them in flight at once, the address is refused here, Redis
+        answering or not (a burst of guesses)."""
+        if subject in self.vouched:
             return None
-        address = check.address
         with self._reserving:
+            if subject in self._pending:
+                return None
             in_flight = self._in_flight[address]
             if in_flight < self.failed_auth:
                 self._in_flight[address] += 1
-                self._pending.add(check.subject)
+                self._pending.add(subject)
         if in_flight >= self.failed_auth:
             raise self._refusal(
                 FAILED_AUTH,
                 f"{in_flight} requests with keys not yet accepted in flight from this address",
             )
-        reservation = Reservation(address, check.subject, check.failures)
+        reservation = Reservation(address, subject, failures)
         hold[RESERVED] = reservation
         return reservation
 
-    def _judge(
-        self,
-        check: _Check,
-        failed: int,
-        count: int,
-        reservation: Reservation | None,
-    ) -> None:
+    def _judge(self, check: _Check, failed: int, count: int) -> None:
         """The address first: a blocked one is refused whatever key it presents, valid or
         not, since telling them apart is the database lookup the block saves."""
         if check.failures is not None and failed >= self.failed_auth:
-            raise self._refusal(
-                FAILED_AUTH, f"{failed} failed authentications in {self.window}s from this address"
-            )
-        if reservation is not None:
-            reservation.in_redis = True  # the script counted it, not being refused
+            raise self._blocked(failed)
+        if check.reservation is not None:
+            check.reservation.in_redis = True  # the script counted it, not being refused
         if check.counter is not None and count > (limit := self.limits[check.scope]):
             raise self._refusal(
                 check.scope, f"more than {limit} requests in {self.window}s for this key"
             )
+
+    def _blocked(self, failed: int) -> RateLimited:
+        """The address is past its failed authentications in this window."""
+        return self._refusal(
+            FAILED_AUTH, f"{failed} failed authentications in {self.window}s from this address"
+        )
 
     def _refusal(self, label: str, message: str) -> RateLimited:
         metrics.RATE_LIMITED.labels(label).inc()
