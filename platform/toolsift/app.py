@@ -22,11 +22,11 @@ from . import __version__
 from .access import endpoints_admin as access_endpoints
 from .analytics import endpoints_admin as analytics_endpoints
 from .analytics import endpoints_agent as feedback_endpoints
-from .auth.deps import count_failure
+from .auth.deps import count_refusal
 from .config import Settings, get_settings
 from .db import Database, HotPool, tenant_gone
 from .embedding import endpoints_admin as embedding_endpoints
-from .errors import AppError, NoCredentials, TenantDeleted, Unauthenticated
+from .errors import AppError, TenantDeleted
 from .kit.limits import BodyLimit
 from .mcp import endpoints_admin as mcp_endpoints
 from .mcp.endpoint import McpEndpoint
@@ -86,8 +86,7 @@ def _message(error: Mapping[str, Any]) -> str:
 
 async def _app_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, AppError)
-    if isinstance(error, Unauthenticated) and not isinstance(error, NoCredentials):
-        await count_failure(request)  # a key was presented and refused: a guess, maybe
+    await count_refusal(request, error)  # a 401 for a presented key counts (a guess, maybe)
     return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers)
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from ..db import ALL_PERMISSIONS, Database
 from ..errors import Forbidden, NoCredentials, Unauthenticated
 from ..security import audit
-from ..security.ratelimit import RESERVED, client_address
+from ..security.ratelimit import scope_address
 from . import keys
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer tsk_...`")
@@ -129,12 +129,11 @@ async def confirm_async(request: Request, key_hash: str) -> None:
         await limiter.confirm_async(key_hash, _state(request))
 
 
-async def count_failure(request: Request) -> None:
-    """A 401 on its way out: one failed authentication of the client's address, unless the
-    request reserved it already (`limit`)."""
+async def count_refusal(request: Request, error: Exception) -> None:
+    """A refused request on its way out: see `RateLimiter.count_refusal`."""
     limiter = request.app.state.rate_limiter
-    if limiter is not None and RESERVED not in _state(request):
-        await limiter.count_failure(_address(request))
+    if limiter is not None:
+        await limiter.count_refusal(error, request.scope)
 
 
 def _state(request: Request) -> dict[str, Any]:
@@ -144,7 +143,7 @@ def _state(request: Request) -> dict[str, Any]:
 
 
 def _address(request: Request) -> str:
-    return client_address(request.client.host if request.client else None)
+    return scope_address(request.scope)
 
 
 def _context(

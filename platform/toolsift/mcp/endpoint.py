@@ -32,8 +32,8 @@ from ..auth.deps import Principal, _authenticate
 from ..config import Settings
 from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
-from ..errors import AppError, Forbidden, NoCredentials, TenantDeleted, Unauthenticated
-from ..security.ratelimit import RESERVED, RateLimiter, client_address
+from ..errors import AppError, Forbidden, NoCredentials, TenantDeleted
+from ..security.ratelimit import RateLimiter, scope_address
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
 from ..tools.definitions import Format
@@ -160,11 +160,8 @@ class McpEndpoint:
         try:
             principal = await anyio.to_thread.run_sync(self._principal, scope)
         except AppError as error:
-            guess = isinstance(error, Unauthenticated) and not isinstance(error, NoCredentials)
-            # A failure reserved before the lookup is already counted.
-            reserved = RESERVED in scope.get("state", {})
-            if guess and not reserved and self._limiter is not None:
-                await self._limiter.count_failure(_address(scope))
+            if self._limiter is not None:
+                await self._limiter.count_refusal(error, scope)
             await _send_json(send, error.status_code, error.body(), error.headers)
             return
         scope.setdefault("state", {})["principal"] = principal
@@ -181,7 +178,7 @@ class McpEndpoint:
         key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
         if self._limiter is not None:  # before the lookup, as `auth.deps.limit`
             state = scope.setdefault("state", {})
-            self._limiter.check(key_hash, "agent", _address(scope), state)
+            self._limiter.check(key_hash, "agent", scope_address(scope), state)
         with self.database.unit_of_work(parsed.tenant_id, permissions="") as session:
             principal = _authenticate(session, parsed, key_hash)
         if self._limiter is not None:
@@ -243,11 +240,6 @@ class McpEndpoint:
                 raise TenantDeleted() from None
             raise
         return response.model_dump(mode="json", exclude_none=True)
-
-
-def _address(scope: Scope) -> str:
-    client = scope.get("client")
-    return client_address(client[0] if client else None)
 
 
 async def _send_json(

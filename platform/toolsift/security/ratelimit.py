@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth.keys import VouchedKeys
 from ..config import Settings
-from ..errors import RateLimited
+from ..errors import NoCredentials, RateLimited, Unauthenticated
 from ..ops import metrics
 
 _log = logging.getLogger(__name__)
@@ -52,6 +52,12 @@ def _counter_id(subject: str) -> str:
     """A one-way name for the key's counter: Redis (the broker, readable by every worker)
     never holds the key's hash, which the database checks keys against."""
     return hashlib.sha256(b"toolsift/ratelimit\0" + subject.encode()).hexdigest()[:32]
+
+
+def scope_address(scope: Scope) -> str:
+    """`client_address` of an ASGI request."""
+    client = scope.get("client")
+    return client_address(client[0] if client else None)
 
 
 def client_address(host: str | None) -> str:
@@ -294,6 +300,14 @@ class RateLimiter:
             await self._release([reservation.failures], [])
         except (redis.RedisError, OSError) as error:
             self._pause(error)
+
+    async def count_refusal(self, error: Exception, scope: Scope) -> None:
+        """A request refused on its way out: a 401 for a presented key is one failed
+        authentication of the client's address, unless the request reserved it already.
+        No key, or none shaped like one, looked nothing up: no guess, not counted."""
+        guess = isinstance(error, Unauthenticated) and not isinstance(error, NoCredentials)
+        if guess and RESERVED not in scope.get("state", {}):
+            await self.count_failure(scope_address(scope))
 
     async def count_failure(self, address: str) -> None:
         """One failed authentication (a 401) from this client address; on the event loop,
