@@ -85,13 +85,21 @@ async def presented_key(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> AgentKey:
     """No I/O, so on the event loop: a sync dependency would cost a worker-thread hop."""
-    if credentials is None:
+    parsed, key_hash = read_key(
+        credentials.credentials if credentials else None, request.app.state.settings.key_pepper
+    )
+    return AgentKey(parsed.tenant_id, parsed.key_id, key_hash)
+
+
+def read_key(raw: str | None, pepper: str) -> tuple[keys.ParsedKey, str]:
+    """The presented key, parsed, and its HMAC. No key, or none shaped like one, is a 401
+    that looked nothing up (`NoCredentials`)."""
+    if raw is None:
         raise NoCredentials("missing API key (Authorization: Bearer ...)")
-    parsed = keys.parse_key(credentials.credentials)
+    parsed = keys.parse_key(raw)
     if parsed is None:
         raise NoCredentials("malformed API key")
-    key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
-    return AgentKey(parsed.tenant_id, parsed.key_id, key_hash)
+    return parsed, keys.hash_key(raw, pepper)
 
 
 def limit(request: Request, key_hash: str, scope: str) -> None:
@@ -149,12 +157,9 @@ def _address(request: Request) -> str:
 def _context(
     request: Request, credentials: HTTPAuthorizationCredentials | None, scope: str
 ) -> Iterator[Context]:
-    if credentials is None:
-        raise NoCredentials("missing API key (Authorization: Bearer ...)")
-    parsed = keys.parse_key(credentials.credentials)
-    if parsed is None:
-        raise NoCredentials("malformed API key")
-    key_hash = keys.hash_key(credentials.credentials, request.app.state.settings.key_pepper)
+    parsed, key_hash = read_key(
+        credentials.credentials if credentials else None, request.app.state.settings.key_pepper
+    )
     limit(request, key_hash, scope)
     database = get_database(request)
     permissions = ALL_PERMISSIONS if scope == "admin" else ""

@@ -27,12 +27,11 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..access.schemas import NAME_PATTERN
-from ..auth import keys
-from ..auth.deps import Principal, _authenticate
+from ..auth.deps import Principal, _authenticate, read_key
 from ..config import Settings
 from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
-from ..errors import AppError, Forbidden, NoCredentials, TenantDeleted
+from ..errors import AppError, Forbidden, TenantDeleted
 from ..security.ratelimit import RateLimiter, scope_address
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
@@ -170,12 +169,8 @@ class McpEndpoint:
     def _principal(self, scope: Scope) -> Principal:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         scheme, _, raw = header.partition(" ")
-        if scheme.lower() != "bearer" or not raw:
-            raise NoCredentials("missing API key (Authorization: Bearer ...)")
-        parsed = keys.parse_key(raw.strip())
-        if parsed is None:
-            raise NoCredentials("malformed API key")
-        key_hash = keys.hash_key(raw.strip(), self.settings.key_pepper)
+        bearer = raw.strip() if scheme.lower() == "bearer" and raw else None
+        parsed, key_hash = read_key(bearer, self.settings.key_pepper)
         if self._limiter is not None:  # before the lookup, as `auth.deps.limit`
             state = scope.setdefault("state", {})
             self._limiter.check(key_hash, "agent", scope_address(scope), state)
