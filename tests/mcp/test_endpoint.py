@@ -24,6 +24,7 @@ from tests.fixtures.factories import (
     support_catalog,
     tool_body,
 )
+from tests.fixtures.mcp import ACCEPT, INITIALIZE
 from tests.fixtures.served import served
 from toolsift import __version__
 from toolsift.app import create_app
@@ -108,21 +109,8 @@ class TestSearchTools:
     def test_the_bare_path_serves_a_client_that_does_not_follow_redirects(
         self, base_url: str, support_agent: Caller
     ) -> None:
-        headers = {
-            "Authorization": f"Bearer {support_agent.key}",
-            "Accept": "application/json, text/event-stream",
-        }
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "plain", "version": "1"},
-            },
-        }
-        response = httpx.post(f"{base_url}/mcp", json=body, headers=headers)
+        headers = {"Authorization": f"Bearer {support_agent.key}", **ACCEPT}
+        response = httpx.post(f"{base_url}/mcp", json=INITIALIZE, headers=headers)
         assert response.status_code == 200, response.text
         assert response.json()["result"]["serverInfo"] == {
             "name": "toolsift",

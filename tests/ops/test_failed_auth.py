@@ -30,6 +30,7 @@ from toolsift.security.ratelimit import RESERVED, RateLimiter, client_address
 
 from ..conftest import OPERATOR_KEY
 from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
+from ..fixtures.mcp import ACCEPT, INITIALIZE
 from ..fixtures.served import free_port, serve_process, served
 
 LIMIT = 5
@@ -39,17 +40,6 @@ REDIS_TIMEOUT = 5.0
 HERE = "198.51.100.7"
 ELSEWHERE = "203.0.113.9"
 SELECT = {"messages": [{"role": "user", "content": "where is my order"}], "mode": "bm25"}
-MCP_CALL = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "plain", "version": "1"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
@@ -179,7 +169,7 @@ def test_failures_on_every_route_count_and_a_blocked_address_is_refused_on_every
         attempts = [
             here.get("/admin/v1/tools", headers=bearer(wrong_secret(admin.key))),
             here.post("/v1/authorize", json={"tool": "order_status"}, headers=wrong_agent),
-            here.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **wrong_agent}),
+            here.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **wrong_agent}),
             here.get("/admin/v1/tenants", headers=bearer("wrong-operator-key")),
             here.post("/v1/select", json=SELECT, headers=bearer(unknown_key())),
         ]
@@ -188,7 +178,7 @@ def test_failures_on_every_route_count_and_a_blocked_address_is_refused_on_every
         refused = [
             admin.get("/admin/v1/tools"),
             agent.post("/v1/authorize", {"tool": "order_status"}),
-            here.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **agent.headers}),
+            here.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **agent.headers}),
             here.get("/admin/v1/tenants", headers=bearer(OPERATOR_KEY)),
             agent.post("/v1/select", SELECT),
         ]
@@ -196,7 +186,7 @@ def test_failures_on_every_route_count_and_a_blocked_address_is_refused_on_every
             refused_for_the_address(response)
     with api(settings, database, redis_url, ELSEWHERE) as elsewhere:
         assert Caller(elsewhere, admin.key, admin.tenant_id).get("/admin/v1/tools").is_success
-        mcp = elsewhere.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **agent.headers})
+        mcp = elsewhere.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **agent.headers})
         assert mcp.status_code == 200, mcp.text
 
 
@@ -482,7 +472,7 @@ def test_new_valid_keys_give_their_reservations_back(
         for i in range(2 * LIMIT):
             other = agent_key(admin, ["support"], name=f"other {i}")
             assert other.get("/admin/v1/tools").status_code == 403  # a valid key, wrong route
-        mcp = here.post("/mcp", json=MCP_CALL, headers={**MCP_HEADERS, **agent.headers})
+        mcp = here.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **agent.headers})
         assert mcp.status_code == 200, mcp.text
         for _ in range(LIMIT - 1):
             assert here.get("/admin/v1/tools", headers=bearer(unknown_key())).status_code == 401
