@@ -130,7 +130,7 @@ def evaluate(
     ]
     hybrid = tuner.hybrid(lexical, near, dense.Fusion())
     everyone = range(len(prepared.dataset.queries))
-    bm25 = [ids for ids, _ in lexical]
+    bm25 = [r.ids for r in lexical]
     return (
         tune.recall5(prepared, bm25, everyone),
         tune.recall5(prepared, near, everyone),

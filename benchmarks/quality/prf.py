@@ -57,7 +57,7 @@ SHORT = {
 }
 
 Ranking = list[list[int]]
-Scored = list[tuple[list[int], list[float]]]
+Scored = list[tune.Lexical]
 
 
 @dataclass(frozen=True)
@@ -171,9 +171,15 @@ class Data:
     def fuse(self, lexical: Scored, near: Ranking, gate: Scored) -> Ranking:
         """tune.Tuner.hybrid, with the gate's top BM25 score taken from `gate`."""
         out: Ranking = []
-        for (ids, _), (_, gate_scores), dense_ids in zip(lexical, gate, near, strict=True):
-            top = gate_scores[0] if gate_scores else 0.0
-            fused = dense_mod.fuse(ids, dense_ids, self.config.fusion, bm25_top=top)  # type: ignore[arg-type]
+        for r, g, dense_ids in zip(lexical, gate, near, strict=True):
+            top = g.scores[0] if g.scores else 0.0
+            fused = dense_mod.fuse(
+                r.ids,  # type: ignore[arg-type]
+                dense_ids,  # type: ignore[arg-type]
+                self.config.fusion,
+                bm25_top=top,
+                bm25_coverage=g.coverage,
+            )
             out.append(sorted(fused, key=lambda i: (-fused[i], i)))
         return out
 
@@ -187,7 +193,7 @@ class Data:
             tops = near if fb.source == "dense" else hybrid
             near = self.dense_rank(self.feedback_vectors(tops, fb))
             hybrid = self.fuse(lexical, near, gate)
-        return {"bm25": [ids for ids, _ in lexical], "dense": near, "hybrid": hybrid}
+        return {"bm25": [r.ids for r in lexical], "dense": near, "hybrid": hybrid}
 
     def evaluate(self, variant: Variant) -> dict[str, tuple[float, float, float]]:
         runs = self.run(variant)

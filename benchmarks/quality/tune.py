@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -164,9 +164,19 @@ class Prepared:
     query_lexemes: dict[tuple[str, str], list[set[str]]] = field(default_factory=dict)
 
 
+class Lexical(NamedTuple):
+    """One query's BM25 list: tool indices and scores, best first, and the query's coverage
+    in the first tool (the idf-weighted share of its words the tool contains, as
+    `toolsift_bm25` computes it), which scales the fusion's floor."""
+
+    ids: list[int]
+    scores: list[float]
+    coverage: float
+
+
 def rank_bm25(
     tfs: Sequence[dict[str, float]], queries: Sequence[Iterable[str]], *, k1: float, b: float
-) -> list[tuple[list[int], list[float]]]:
+) -> list[Lexical]:
     """BM25 of `toolsift.selection.bm25` over weighted term frequencies, one document per
     tool: per query, the top tool indices and their scores, best first, ties by position."""
     lengths = np.array([sum(tf.values()) for tf in tfs], dtype=np.float64)
@@ -183,24 +193,33 @@ def rank_bm25(
         )
         for lexeme, items in grouped.items()
     }
-    rankings: list[tuple[list[int], list[float]]] = []
+    rankings: list[Lexical] = []
     positions = np.arange(n)
+    unknown = float(np.log(1 + (n + 0.5) / 0.5))  # the idf of a word no tool has
     for query_terms in queries:
         scores = np.zeros(n)
         hit = np.zeros(n, dtype=bool)
+        idfs: dict[str, float] = {}
         for term in sorted(set(query_terms)):
             if term not in postings:
+                idfs[term] = unknown
                 continue
             ids, values = postings[term]
             df = len(ids)
             idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+            idfs[term] = float(idf)
             norm = values + k1 * (1 - b + b * lengths[ids] / avgdl)
             scores[ids] += idf * values * (k1 + 1) / norm
             hit[ids] = True
         candidates = np.flatnonzero(hit)
         order = np.lexsort((positions[candidates], -scores[candidates]))
         top = candidates[order][:CANDIDATE_POOL]
-        rankings.append(([int(c) for c in top], [float(scores[c]) for c in top]))
+        coverage = 1.0
+        if len(top):
+            first = tfs[int(top[0])]
+            matched = sum(v for t, v in idfs.items() if t in first)
+            coverage = matched / sum(idfs.values())
+        rankings.append(Lexical([int(c) for c in top], [float(scores[c]) for c in top], coverage))
     return rankings
 
 
@@ -234,11 +253,9 @@ class Tuner:
         return [build(q.text) for q in prepared.dataset.queries]
 
     def bm25(self, prepared: Prepared, config: Config) -> list[list[int]]:
-        return [ids for ids, _ in self.bm25_scored(prepared, config)]
+        return [r.ids for r in self.bm25_scored(prepared, config)]
 
-    def bm25_scored(
-        self, prepared: Prepared, config: Config
-    ) -> list[tuple[list[int], list[float]]]:
+    def bm25_scored(self, prepared: Prepared, config: Config) -> list[Lexical]:
         """Per query: the top tool indices and their BM25 scores, best first."""
         per_field = self._fields(prepared, config.text_search)
         weights = {f: float(getattr(config.weights, f)) for f in FIELDS}
@@ -277,14 +294,18 @@ class Tuner:
 
     @staticmethod
     def hybrid(
-        lexical: list[tuple[list[int], list[float]]],
-        near: list[list[int]],
-        fusion: dense.Fusion,
+        lexical: list[Lexical], near: list[list[int]], fusion: dense.Fusion
     ) -> list[list[int]]:
         rankings = []
-        for (bm25_ids, scores), dense_ids in zip(lexical, near, strict=True):
-            top = scores[0] if scores else 0.0
-            fused = dense.fuse(bm25_ids, dense_ids, fusion, bm25_top=top)  # type: ignore[arg-type]
+        for r, dense_ids in zip(lexical, near, strict=True):
+            top = r.scores[0] if r.scores else 0.0
+            fused = dense.fuse(
+                r.ids,  # type: ignore[arg-type]
+                dense_ids,  # type: ignore[arg-type]
+                fusion,
+                bm25_top=top,
+                bm25_coverage=r.coverage,
+            )
             rankings.append(sorted(fused, key=lambda i: (-fused[i], i)))
         return rankings
 
@@ -316,10 +337,10 @@ def evaluate(
     tune, check = halves(prepared.dataset)
     everyone = range(len(prepared.dataset.queries))
     runs: dict[str, list[list[int]]] = {}
-    scored: list[tuple[list[int], list[float]]] = []
+    scored: list[Lexical] = []
     if "bm25" in modes or "hybrid" in modes:
         scored = tuner.bm25_scored(prepared, config)
-        runs["bm25"] = [ids for ids, _ in scored]
+        runs["bm25"] = [r.ids for r in scored]
     if "dense" in modes or "hybrid" in modes:
         runs["dense"] = tuner.dense(prepared, config)
     if "hybrid" in modes:

@@ -233,8 +233,8 @@ def reindex(
             database.dispose()
     of = "" if tenant is not None else f" of {len(tenants)} tenants"
     # Without --force a worker skips the tools that already have a vector of its model at
-    # their current version: queued is not the same as re-embedded.
-    skipped = "" if force else " (tools already embedded at their current version are skipped)"
+    # their current version and text: queued is not the same as re-embedded.
+    skipped = "" if force else " (tools whose vector is current, of their text, are skipped)"
     console.print(f"queued {queued} tools{of} for embedding{skipped}")
 
 

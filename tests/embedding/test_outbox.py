@@ -395,7 +395,7 @@ class TestAnUnchangedText:
         _upsert(database, tenant_id, a2, b2)
         _run_all(database, backend)
 
-        assert backend.texts == ["track. Where is the parcel now"]
+        assert backend.texts == ["track: Where is the parcel now"]
         after = _stored(owner_conn, tenant_id)
         assert after["refund"] == (2, *before["refund"][1:])  # the same bits, not recomputed
         assert after["track"][0] == 2
@@ -418,7 +418,7 @@ class TestAnUnchangedText:
         with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
             service.reindex(session, tenant_id, force=True)
         _run_all(database, backend)
-        assert backend.texts == ["refund. Refund a payment"] * 2
+        assert backend.texts == ["refund: Refund a payment"] * 2
 
         # A vector stored before its digest was kept (revision 0018) is computed again.
         owner_conn.execute(
@@ -428,6 +428,34 @@ class TestAnUnchangedText:
         _run_all(database, backend)
         assert len(backend.texts) == 3
         assert _vectors(owner_conn, tenant_id)["refund"][1] == 2
+
+    def test_a_vector_of_a_text_the_tool_no_longer_gives_is_computed_by_a_plain_reindex(
+        self, database: Database, owner_conn: OwnerConn, model: OnnxBackend
+    ) -> None:
+        # As after an upgrade that changed `document_text`: the vector is of the current
+        # version, but of another text.
+        tenant_id = _tenant(database)
+        _upsert(
+            database,
+            tenant_id,
+            ToolCreate(name="refund", description="Refund a payment"),
+            ToolCreate(name="track", description="Where is the parcel"),
+        )
+        backend = Recording(model)
+        _run_all(database, backend)
+        owner_conn.execute(
+            "UPDATE tool_embeddings e SET text_hash = %s FROM tools t WHERE t.tenant_id = %s"
+            " AND e.tenant_id = t.tenant_id AND e.tool_id = t.id AND t.name = 'refund'",
+            (service.text_hash("refund. Refund a payment"), tenant_id),
+        )
+        backend.texts.clear()
+        for _ in range(2):  # the second changes nothing
+            with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                service.reindex(session, tenant_id)
+            _run_all(database, backend)
+        assert backend.texts == ["refund: Refund a payment"]
+        assert _jobs(owner_conn, tenant_id) == []
+        assert _vectors(owner_conn, tenant_id)["refund"][1] == 1
 
 
 def _reversed(vectors: list[list[float]]) -> list[list[float]]:

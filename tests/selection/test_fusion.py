@@ -20,13 +20,13 @@ class TestFuse:
         # A query sharing many rare words with a tool: BM25's first beats dense's first.
         scores = fuse([A, B], [C, D], Fusion(), bm25_top=40.0)
         assert _order(scores) == [A, B, C, D]
-        assert scores[A] == pytest.approx((40 / 50) / (3 + 1))
-        assert scores[C] == pytest.approx((10 / 50) / (3 + 1))
+        assert scores[A] == pytest.approx((40 / 53) / (3 + 1))
+        assert scores[C] == pytest.approx((13 / 53) / (3 + 1))
 
     def test_weak_lexical_match_lets_dense_lead(self) -> None:
         scores = fuse([A, B], [C, D], Fusion(), bm25_top=2.0)
         assert _order(scores)[0] == C
-        # The floor: BM25 keeps 0.45 of the weight, not 2 / 12.
+        # The floor: BM25 keeps 0.45 of the weight, not 2 / 15.
         assert scores[A] == pytest.approx(0.45 / 4)
         assert scores[C] == pytest.approx(0.55 / 4)
 
@@ -34,6 +34,15 @@ class TestFuse:
         # A tool without a vector yet, found by its words alone, still makes a top 3.
         scores = fuse([A], [B, C, D], Fusion(), bm25_top=0.5)
         assert A in _order(scores)[:3]
+
+    def test_the_floor_is_scaled_by_the_query_s_coverage(self) -> None:
+        # BM25's first tool matched a quarter of the query (by idf): a quarter of the floor.
+        scores = fuse([A], [B, C, D], Fusion(), bm25_top=0.5, bm25_coverage=0.25)
+        assert scores[A] == pytest.approx(0.45 * 0.25 / 4)
+        assert _order(scores)[:3] == [B, C, D]
+        # A score above the scaled floor keeps its own share.
+        scores = fuse([A], [B], Fusion(), bm25_top=13.0, bm25_coverage=0.1)
+        assert scores[A] == pytest.approx(0.5 / 4)
 
     def test_no_lexical_match_is_dense_alone(self) -> None:
         scores = fuse([], [C, D], Fusion(), bm25_top=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import psycopg
@@ -200,6 +201,7 @@ class TestServedFusion:
                 dense_ids,
                 Fusion(**fusion),
                 bm25_top=lexical[0]["score"] if lexical else 0.0,
+                bm25_coverage=served.get("bm25_coverage", 1.0),
             )
             # Floats compared with ==: the same operations in the same order.
             assert {c["name"]: c["score"] for c in served["candidates"]} == expected
@@ -275,3 +277,60 @@ class TestWordsMatched:
         assert [(r["kind"], r["query"], r["selections"]) for r in found] == [
             ("no_word_match", QUERY, 1)
         ]
+
+
+@pytest.fixture
+def files_catalog(admin: Caller, database: Database) -> Caller:
+    for name, description in [
+        ("web_search", "Perform a web search query"),
+        ("find_files", "Find files whose name matches a pattern in a folder"),
+        ("file_info", "Get information about a file: size, owner and dates"),
+        ("read_file", "Read the contents of a text file"),
+        ("move_file", "Move or rename a file"),
+    ]:
+        admin.ok(admin.post("/admin/v1/tools", tool_body(name, description)), 201)
+    embed_pending(database, admin.tenant_id)
+    return agent_key(admin, [])
+
+
+class TestCoverage:
+    """BM25's floor in the fusion is scaled by the query's coverage in BM25's first tool."""
+
+    def test_a_first_tool_matching_every_word_keeps_the_whole_floor(
+        self, meaning_catalog: Caller
+    ) -> None:
+        query = "get the shipping status of an order"
+        body = meaning_catalog.ok(meaning_catalog.select(query, k=1, debug=True))
+        assert body["candidates"][0]["name"] == "order_status"
+        assert body["bm25_coverage"] == 1.0
+
+    def test_it_is_the_idf_share_of_the_words_and_a_word_no_tool_has_counts_most(
+        self, meaning_catalog: Caller
+    ) -> None:
+        # "order" and "forecast" are each in one tool of three: the same idf.
+        half = meaning_catalog.ok(meaning_catalog.select("order forecast", k=1, debug=True))
+        assert half["bm25_coverage"] == 0.5
+        body = meaning_catalog.ok(meaning_catalog.select("order forecast zebra", debug=True))
+        seen, unseen = math.log(1 + 2.5 / 1.5), math.log(1 + 3.5 / 0.5)
+        assert body["bm25_coverage"] == pytest.approx(seen / (2 * seen + unseen), rel=1e-9)
+
+    @pytest.mark.parametrize("mode", ["bm25", "dense"])
+    def test_only_a_hybrid_select_reports_it(self, meaning_catalog: Caller, mode: str) -> None:
+        body = meaning_catalog.ok(meaning_catalog.select("order", mode=mode, debug=True))
+        assert "bm25_coverage" not in body
+        assert "bm25_coverage" not in meaning_catalog.ok(meaning_catalog.select("order"))
+
+    def test_a_match_on_one_word_of_several_does_not_hold_dense_s_answer_down(
+        self, files_catalog: Caller
+    ) -> None:
+        query = "find the latest news about the elections"
+        lexical = files_catalog.ok(files_catalog.select(query, mode="bm25", debug=True))
+        assert [(c["name"], c["matched_terms"]) for c in lexical["candidates"]] == [
+            ("find_files", ["find"])
+        ]
+        # With its whole floor, BM25's first (dense's third) came first; now dense's first.
+        body = files_catalog.ok(files_catalog.select(query, k=1, debug=True))
+        assert body["bm25_coverage"] < 0.2
+        first = body["candidates"][0]
+        assert (first["name"], first["dense_rank"]) == ("web_search", 1)
+        assert "bm25_rank" not in first

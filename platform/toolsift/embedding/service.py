@@ -41,18 +41,22 @@ _UUIDS = ARRAY(PG_UUID(as_uuid=True))
 def document_text(
     name: str, title: str | None, description: str, schema: dict[str, Any], examples: list[str]
 ) -> str:
-    """What the model reads of a tool: words first, since long inputs are truncated."""
+    """What the model reads of a tool: `name (title): description. Parameters: ...`.
+
+    Words first, since long inputs are truncated. The name and title head the text as a
+    label of what follows (MiniLM ranked the tool's meaning better so: docs/quality.md).
+    """
     parameters = schema.get("properties")
-    parts = [split_identifier(name)]
-    if title:
-        parts.append(title)
-    if description:
-        parts.append(description)
+    head = split_identifier(name).strip()
+    if title and title.strip():
+        head += f" ({title.strip()})"
+    parts = [description]
     if isinstance(parameters, dict) and parameters:
         parts.append("Parameters: " + ", ".join(split_identifier(str(p)) for p in parameters))
     if examples:
         parts.append("Examples: " + "; ".join(examples))
-    return ". ".join(p.strip().rstrip(".") for p in parts if p.strip())
+    body = ". ".join(p.strip().rstrip(".") for p in parts if p.strip())
+    return f"{head}: {body}" if body else head
 
 
 def text_hash(document: str) -> bytes:
@@ -328,10 +332,12 @@ def embed_jobs(
     texts: list[str] = []
     digests: list[bytes] = []
     for r in rows:
-        if not r.force and r.embedded_version == r.version:
-            continue
         document = document_text(r.name, r.title, r.description, r.input_schema, r.examples)
         digest = text_hash(document)
+        # Current: the vector of this version, of this text (the text a version gives changes
+        # when `document_text` does, and a reindex then recomputes it).
+        if not r.force and r.embedded_version == r.version and r.embedded_text_hash == digest:
+            continue
         if not r.force and r.embedded_version is not None and r.embedded_text_hash == digest:
             carried.append((r, digest))
         else:

@@ -22,15 +22,17 @@ class Fusion:
     paraphrase by meaning. So the lists are weighted by the best BM25 score of the query:
     BM25 gets `top / (top + bm25_scale)` of the weight, but never less than `bm25_floor`,
     and dense the rest, each times its own weight. The floor keeps a tool found by its
-    words alone (one not embedded yet, say) within reach of the top however weak the match;
-    no lexical match at all leaves dense alone. A small `k` lets the first ranks of each
+    words alone (one not embedded yet, say) within reach of the top; it is scaled by the
+    query's coverage in BM25's first tool (the idf-weighted share of the query's words it
+    contains), so a match on one common word of several does not hold dense's answer down.
+    No lexical match at all leaves dense alone. A small `k` lets the first ranks of each
     list count more than agreement deep down both (docs/quality.md measured these choices).
     """
 
     k: float = 3.0
     bm25_weight: float = 1.0
     dense_weight: float = 1.0
-    bm25_scale: float = 10.0
+    bm25_scale: float = 13.0
     bm25_floor: float = 0.45
 
 
@@ -40,13 +42,16 @@ def fuse(
     fusion: Fusion,
     *,
     bm25_top: float = 0.0,
+    bm25_coverage: float = 1.0,
 ) -> dict[str, float]:
     """Weighted RRF: weight / (k + rank) summed over the lists a tool appears in.
 
-    `bm25_top` is the best BM25 score of the query: it splits the weight (see `Fusion`).
+    `bm25_top` is the best BM25 score of the query and `bm25_coverage` the share of the
+    query's words its tool matched: they split the weight (see `Fusion`).
     """
     top = max(bm25_top, 0.0)
-    lexical = max(top / (top + fusion.bm25_scale), fusion.bm25_floor) if bm25_ids else 0.0
+    floor = fusion.bm25_floor * bm25_coverage
+    lexical = max(top / (top + fusion.bm25_scale), floor) if bm25_ids else 0.0
     fused: dict[str, float] = {}
     for weight, ids in (
         (fusion.bm25_weight * lexical, bm25_ids),

@@ -121,6 +121,14 @@ class SelectResponse(BaseModel):
     budget_tokens: int
     query: str | None = Field(default=None, description="The query that was scored (debug only).")
     candidates: list[Candidate] | None = None
+    bm25_coverage: float | None = Field(
+        default=None,
+        description=(
+            "hybrid, debug only: the idf-weighted share of the query's words that BM25's"
+            " first tool contains (a word no tool has at the highest idf); BM25's floor in"
+            " the fusion is scaled by it."
+        ),
+    )
     missing_embeddings: int | None = Field(
         default=None,
         description="dense/hybrid: visible live tools without a vector of the served model.",

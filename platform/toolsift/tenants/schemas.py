@@ -41,7 +41,14 @@ class FusionSettings(Schema):
         **_NUMBER,
     )
     bm25_floor: float | None = Field(
-        default=None, ge=0, le=1, description="Least share of the weight BM25 keeps.", **_NUMBER
+        default=None,
+        ge=0,
+        le=1,
+        description=(
+            "Least share of the weight BM25 keeps, times the query's coverage in BM25's"
+            " first tool (1 when it has every word of the query)."
+        ),
+        **_NUMBER,
     )
 
 
