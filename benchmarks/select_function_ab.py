@@ -20,7 +20,7 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    and compared the same way in hybrid mode.
 2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
    baseline's search_path. First both answer the same selects (`--compare-queries` per
-   tenant, in five request shapes), compared field by field but for the selection id and
+   tenant, in five request shapes, in bm25 mode), compared field by field but for the selection id and
    debug scores; then 8 closed-loop clients (`bench select`'s client) load them in turn for
    `--http-seconds`, in the order baseline, current, current, baseline, ... Prints how many
    answers differed, and selects/s and CPU per select of PostgreSQL and the API per run.
@@ -171,13 +171,14 @@ def _functions(
 # Request shapes whose answers must not change: defaults, debug with a tight budget, recent
 # tools, one role, a budget that cuts. All in the `anthropic` format: since migration 0011
 # an `openai` or `mcp` select counts that format's tokens, so against an older migration
-# their answers differ by design.
+# their answers differ by design. All in `bm25` mode: since 0025 the fusion scales BM25's
+# floor by the query's coverage, so an older migration's hybrid answers differ by design too.
 SHAPES: list[dict[str, Any]] = [
-    {"k": 5, "budget_tokens": 4000},
-    {"k": 8, "budget_tokens": 600, "debug": True},
-    {"k": 3, "budget_tokens": 4000, "task": {"recent_tools": ["search_help"]}},
-    {"k": 5, "budget_tokens": 3000, "roles": ["viewer"]},
-    {"k": 5, "budget_tokens": 250},
+    {"k": 5, "budget_tokens": 4000, "mode": "bm25"},
+    {"k": 8, "budget_tokens": 600, "debug": True, "mode": "bm25"},
+    {"k": 3, "budget_tokens": 4000, "task": {"recent_tools": ["search_help"]}, "mode": "bm25"},
+    {"k": 5, "budget_tokens": 3000, "roles": ["viewer"], "mode": "bm25"},
+    {"k": 5, "budget_tokens": 250, "mode": "bm25"},
 ]
 
 

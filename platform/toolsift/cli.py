@@ -893,6 +893,22 @@ def _csv(value: str, what: str) -> list[str]:
     return items
 
 
+def _unwritable_folder(path: Path) -> str | None:
+    """Why files cannot be written into `path` (made if missing), or None."""
+    if path.exists():
+        if not path.is_dir():
+            return "is a file, not a folder"
+        return None if os.access(path, os.W_OK | os.X_OK) else "cannot be written"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} cannot be written"
+    return None
+
+
 @app.command("eval")
 def eval_command(
     dataset_dir: Annotated[
@@ -914,11 +930,19 @@ def eval_command(
     ] = None,
     url: Annotated[
         str | None,
-        typer.Option(help="A running server; default: an embedded stack of its own."),
+        typer.Option(
+            help="A running server (default: an embedded stack of its own). With"
+            " TOOLSIFT_OPERATOR_KEY a tenant is created for the run and deleted after it;"
+            " with an admin key the dataset stays in that tenant."
+        ),
     ] = None,
     admin_key: Annotated[
         str | None,
-        typer.Option(envvar="TOOLSIFT_ADMIN_KEY", help="With --url: admin key of an empty tenant."),
+        typer.Option(
+            envvar="TOOLSIFT_ADMIN_KEY",
+            help="With --url: admin key of an empty tenant (wins over TOOLSIFT_OPERATOR_KEY);"
+            " the run's agent key is revoked at the end.",
+        ),
     ] = None,
     baselines: Annotated[
         str, typer.Option(help="In-process baselines, comma-separated, or 'none'.")
@@ -973,13 +997,21 @@ def eval_command(
     for repair in data.repairs:
         err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
     data = data.sample(queries)
+    # Found now, not after an hour of selects.
+    target = out or Path("eval-results") / data.name
+    if problem := _unwritable_folder(target):
+        raise typer.BadParameter(f"--out {target}: {problem}")
     console.print(f"{data.name}: {len(data.tools)} tools, {len(data.queries)} queries")
     try:
         evaluation = evaluate(data, options, console)
-    except (ApiError, httpx.HTTPError, ValueError, RuntimeError) as error:
+    except httpx.HTTPError as error:
+        fail(f"{url}: {error}" if url else str(error))
+    except (ApiError, ValueError, RuntimeError) as error:
         fail(str(error))
-    target = out or Path("eval-results") / data.name
-    paths = write(evaluation, ks, target)
+    try:
+        paths = write(evaluation, ks, target)
+    except OSError as error:
+        fail(f"--out {target}: {error}")
     console.print(Markdown(paths[1].read_text()))
     console.print("written: " + ", ".join(str(p) for p in paths))
 

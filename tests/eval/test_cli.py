@@ -80,3 +80,17 @@ class TestEval:
             get_settings.cache_clear()
         assert result.exit_code == 2
         assert "TOOLSIFT_OPERATOR_KEY" in result.output
+
+    @pytest.mark.parametrize("where", ["file", "under a file"])
+    def test_an_out_that_cannot_be_written_is_refused_before_the_run(
+        self, tmp_path: Path, where: str
+    ) -> None:
+        blocker = tmp_path / "taken"
+        blocker.write_text("")
+        out = blocker if where == "file" else blocker / "results"
+        result = runner.invoke(
+            app, ["eval", str(TINY), "--modes", "bm25", "--baselines", "none", "--out", str(out)]
+        )
+        assert result.exit_code == 2, result.output
+        assert "--out" in result.output
+        assert "starting an embedded stack" not in result.output

@@ -69,3 +69,8 @@ class TestSummarise:
         assert result["latency_p50_ms"] == 20.0
         assert result["latency_p95_ms"] == pytest.approx(29.0)
         assert result["queries"] == 2
+
+    def test_mrr_is_at_10_whatever_the_k(self) -> None:
+        outcomes = [Outcome(["x", "y", "a"], frozenset({"a"}), tokens=1, latency_ms=1.0)]
+        for ks in ([1], [1, 3], [1, 3, 5, 10]):
+            assert summarise(outcomes, ks=ks, catalog_tokens=10)["mrr"] == pytest.approx(1 / 3)

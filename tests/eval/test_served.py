@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +17,7 @@ from rich.console import Console
 
 from tests.conftest import OPERATOR_KEY
 from tests.fixtures.embedding import RefusesPoison, republish_and_run
-from tests.fixtures.factories import Caller, agent_key
+from tests.fixtures.factories import Caller, agent_key, embed_pending
 from tests.fixtures.served import served
 from toolsift.app import create_app
 from toolsift.config import Settings
@@ -108,3 +112,85 @@ def test_the_wait_for_vectors_ends_when_the_only_tools_left_were_refused_for_goo
     assert (status.embedded, status.missing, status.pending_jobs) == (1, 1, 0)
     assert status.settled
     assert not status.done
+
+
+def _many(times: int) -> Any:
+    dataset = load(TINY)
+    return replace(dataset, queries=list(dataset.queries) * times)
+
+
+def _selects(owner_conn: OwnerConn, tenant_id: object) -> int:
+    row = owner_conn.execute(
+        "SELECT count(*) FROM selection_logs WHERE tenant_id = %s", (tenant_id,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_ctrl_c_sends_no_more_selects(
+    limited_url: str, admin: Caller, owner_conn: OwnerConn
+) -> None:
+    # 60 queries at 3 a second: 20 s of selects, interrupted after half a second.
+    agent = agent_key(admin, [])
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runner._select_all(
+            limited_url, agent.key, _many(12), mode="bm25", depth=5, concurrency=2,
+            advance=lambda: None,
+        )  # fmt: skip
+    assert time.monotonic() - started < 5
+    sent = _selects(owner_conn, admin.tenant_id)
+    time.sleep(1.5)
+    assert _selects(owner_conn, admin.tenant_id) == sent < 10
+
+
+def test_sigterm_deletes_the_tenant_the_run_made(limited_url: str, owner_conn: OwnerConn) -> None:
+    before = set(owner_conn.execute("SELECT id FROM tenants").fetchall())
+    options = runner.Options(
+        modes=("bm25",), ks=(1, 5), baselines=(), url=limited_url, operator_key=OPERATOR_KEY
+    )
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    with pytest.raises(KeyboardInterrupt):
+        runner.evaluate(_many(12), options, Console(quiet=True))
+    assert set(owner_conn.execute("SELECT id FROM tenants").fetchall()) == before
+
+
+def test_an_admin_key_given_wins_over_the_operator_key(
+    limited_url: str, admin: Caller, owner_conn: OwnerConn
+) -> None:
+    before = set(owner_conn.execute("SELECT id FROM tenants").fetchall())
+    options = runner.Options(
+        modes=("bm25",), ks=(1, 5), baselines=(), url=limited_url, admin_key=admin.key,
+        operator_key=OPERATOR_KEY,
+    )  # fmt: skip
+    runner.evaluate(load(TINY), options, Console(quiet=True))
+    assert set(owner_conn.execute("SELECT id FROM tenants").fetchall()) == before
+    assert _selects(owner_conn, admin.tenant_id) == len(load(TINY).queries)
+
+
+def test_selects_served_without_the_dense_side_fail_the_run(
+    settings: Settings, database: Database, admin: Caller
+) -> None:
+    dataset = load(TINY)
+    agent = agent_key(admin, [])
+    with served(create_app(settings, database)) as url:
+        uploading = client.Admin(url, admin.key)
+        try:
+            uploading.upload(dataset.tools, lambda _: None)
+        finally:
+            uploading.close()
+        embed_pending(database, admin.tenant_id)
+        outcomes = runner._select_all(
+            url, agent.key, dataset, mode="hybrid", depth=5, concurrency=2, advance=lambda: None
+        )
+    assert len(outcomes) == len(dataset.queries)
+    # Every tool has its vector, but this API cannot embed a query in time.
+    hurried = settings.model_copy(update={"embedding_query_timeout": 1e-6})
+    with (
+        served(create_app(hurried, database)) as url,
+        pytest.raises(client.ApiError, match="without the dense side"),
+    ):
+        runner._select_all(
+            url, agent.key, dataset, mode="hybrid", depth=5, concurrency=2, advance=lambda: None
+        )

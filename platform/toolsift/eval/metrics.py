@@ -58,16 +58,17 @@ NDCG_DEPTH = 10
 def summarise(
     outcomes: Sequence[Outcome], *, ks: Sequence[int], catalog_tokens: int
 ) -> dict[str, float]:
-    """The figures of one mode: recall@k for each k, nDCG@10, MRR, tokens and latency."""
+    """The figures of one mode: recall@k for each k, nDCG@10, MRR@10, tokens and latency."""
     if not outcomes:
         raise ValueError("no outcomes to summarise")
     n = len(outcomes)
-    depth = max(ks)
     result: dict[str, float] = {}
     for k in ks:
         result[f"recall@{k}"] = sum(recall_at(o.ranking, o.relevant, k) for o in outcomes) / n
     result["ndcg@10"] = sum(ndcg_at(o.ranking, o.relevant, NDCG_DEPTH) for o in outcomes) / n
-    result["mrr"] = sum(reciprocal_rank(o.ranking, o.relevant, depth) for o in outcomes) / n
+    # MRR@10 whatever the k asked for, as nDCG@10: a figure that moved with --k would not
+    # compare across runs.
+    result["mrr"] = sum(reciprocal_rank(o.ranking, o.relevant, NDCG_DEPTH) for o in outcomes) / n
     tokens = sum(o.tokens for o in outcomes) / n
     result["tokens_mean"] = tokens
     result["catalog_tokens"] = float(catalog_tokens)

@@ -79,47 +79,57 @@ def _progress(console: Console) -> Progress:
 def _served(
     options: Options, *, embeddings: bool, log: Callable[[str], None]
 ) -> Iterator[tuple[str, str]]:
-    """(url, admin key) of a fresh tenant: on `--url`, or on an embedded stack of our own."""
-    if options.url is None:
-        with sigterm_as_interrupt(), contextlib.ExitStack() as servers:
-            work_dir = Path(
-                servers.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-eval-"))
-            )
-            log("starting an embedded stack" + (" with a worker" if embeddings else ""))
-            served = stack.start(work_dir, servers, embeddings=embeddings)
-            yield served.url, served.admin_key
-        return
-    url = options.url.rstrip("/")
-    if options.operator_key:
-        # A tenant of our own, removed with everything the run loaded into it.
-        tenant_id, key = client.create_tenant(
-            url, options.operator_key, f"toolsift-eval-{os.getpid()}"
-        )
-        try:
-            yield url, key
-        finally:
-            client.delete_tenant(url, options.operator_key, tenant_id)
-        return
-    if options.admin_key:
-        key = options.admin_key
-        admin = client.Admin(url, key)
-        try:
-            if admin.has_tools():
-                raise client.ApiError(
-                    "the tenant of TOOLSIFT_ADMIN_KEY already has tools; eval needs a fresh "
-                    "tenant (or set TOOLSIFT_OPERATOR_KEY to have one created)"
+    """(url, admin key) of a fresh tenant: on `--url`, or on an embedded stack of our own.
+
+    SIGTERM unwinds as Ctrl-C does on every path: a stack of ours is stopped, a tenant of
+    ours deleted, the run's agent key revoked.
+    """
+    with sigterm_as_interrupt():
+        if options.url is None:
+            with contextlib.ExitStack() as servers:
+                work_dir = Path(
+                    servers.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-eval-"))
                 )
-        finally:
-            admin.close()
-        yield url, key
-    else:
-        raise client.ApiError(
-            "--url needs TOOLSIFT_OPERATOR_KEY (a fresh tenant is created) or "
-            "TOOLSIFT_ADMIN_KEY (of an empty tenant)"
-        )
+                log("starting an embedded stack" + (" with a worker" if embeddings else ""))
+                served = stack.start(work_dir, servers, embeddings=embeddings)
+                yield served.url, served.admin_key
+            return
+        url = options.url.rstrip("/")
+        # A key the user gave names the tenant; the operator key (often ambient, in .env)
+        # only serves when none was given.
+        if options.admin_key:
+            key = options.admin_key
+            admin = client.Admin(url, key)
+            try:
+                if admin.has_tools():
+                    raise client.ApiError(
+                        "the tenant of the admin key (--admin-key or TOOLSIFT_ADMIN_KEY) "
+                        "already has tools; eval needs an empty tenant (or give no admin key "
+                        "and set TOOLSIFT_OPERATOR_KEY to have one created and deleted)"
+                    )
+            finally:
+                admin.close()
+            yield url, key
+        elif options.operator_key:
+            # A tenant of our own, removed with everything the run loaded into it.
+            tenant_id, key = client.create_tenant(
+                url, options.operator_key, f"toolsift-eval-{os.getpid()}"
+            )
+            try:
+                yield url, key
+            finally:
+                client.delete_tenant(url, options.operator_key, tenant_id)
+        else:
+            raise client.ApiError(
+                "--url needs TOOLSIFT_OPERATOR_KEY (a fresh tenant is created) or "
+                "TOOLSIFT_ADMIN_KEY (of an empty tenant)"
+            )
 
 
 _RATE_LIMIT_RETRIES = 30
+# A select the dense side could not serve (its query not embedded in time) is sent again this
+# many times before the run fails: its figures would be another mode's.
+_DEGRADED_RETRIES = 3
 
 
 def _select_all(
@@ -131,12 +141,32 @@ def _select_all(
     depth: int,
     concurrency: int,
     advance: Callable[[], None],
+    unembedded: int = 0,
 ) -> list[Outcome]:
-    """Every query once, `concurrency` at a time; the first failure stops the run."""
+    """Every query once, `concurrency` at a time; the first failure, or Ctrl-C, stops the run.
+
+    `unembedded` is how many tools the wait left without a vector: a dense or hybrid answer
+    that counts more `missing_embeddings` was served without (all of) the dense side.
+    """
     local = threading.local()
     headers = {"Authorization": f"Bearer {agent_key}", "Content-Type": "application/json"}
     clients: list[httpx.Client] = []
     lock = threading.Lock()
+    stop = threading.Event()
+
+    def post(http: httpx.Client, body: bytes) -> tuple[httpx.Response, float]:
+        for _ in range(_RATE_LIMIT_RETRIES):
+            if stop.is_set():
+                raise client.ApiError("stopped")
+            started = time.perf_counter()
+            response = http.post("/v1/select", content=body)
+            elapsed = (time.perf_counter() - started) * 1000
+            if response.status_code != 429:
+                break
+            # The server's rate limit: wait as told (a dataset can need more selects than a
+            # minute's allowance), and measure only the answer that came.
+            stop.wait(min(float(response.headers.get("retry-after", "1")), 60.0))
+        return response, elapsed
 
     def one(index: int) -> Outcome:
         http = getattr(local, "http", None)
@@ -146,38 +176,45 @@ def _select_all(
                 clients.append(http)
         query = dataset.queries[index]
         body = client.select_body(query.text, mode=mode, k=depth)
-        for _ in range(_RATE_LIMIT_RETRIES):
-            started = time.perf_counter()
-            response = http.post("/v1/select", content=body)
-            elapsed = (time.perf_counter() - started) * 1000
-            if response.status_code != 429:
+        for attempt in range(_DEGRADED_RETRIES + 1):
+            response, elapsed = post(http, body)
+            if response.status_code != 200:
+                raise client.ApiError(
+                    f"POST /v1/select (mode {mode}, query {query.id}): HTTP "
+                    f"{response.status_code}: {response.text[:500]}"
+                )
+            answer = response.json()
+            missing = answer.get("missing_embeddings")
+            if missing is None or missing <= unembedded:
                 break
-            # The server's rate limit: wait as told (a dataset can need more selects than a
-            # minute's allowance), and measure only the answer that came.
-            time.sleep(min(float(response.headers.get("retry-after", "1")), 60.0))
-        if response.status_code != 200:
-            raise client.ApiError(
-                f"POST /v1/select (mode {mode}, query {query.id}): HTTP "
-                f"{response.status_code}: {response.text[:500]}"
-            )
-        answer = response.json()
+            if attempt == _DEGRADED_RETRIES:
+                raise client.ApiError(
+                    f"POST /v1/select (mode {mode}, query {query.id}) was answered without "
+                    f"the dense side {attempt + 1} times (missing_embeddings {missing}, "
+                    f"{unembedded} tools without a vector): the query could not be embedded "
+                    "in time (TOOLSIFT_EMBEDDING_QUERY_TIMEOUT) or the API embeds with "
+                    "another model than the tenant serves; the figures would not be this "
+                    "mode's"
+                )
+            stop.wait(1.0)
         advance()
         return Outcome(client.ranking(answer), query.relevant, int(answer["tokens"]), elapsed)
 
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval") as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
+    try:
         futures = [pool.submit(one, i) for i in range(len(dataset.queries))]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
         failed = next((f for f in done if f.exception() is not None), None)
         if failed is not None:
-            for future in futures:
-                future.cancel()
-            for http in clients:
-                http.close()
             raise failed.exception()  # type: ignore[misc]
-        outcomes = [f.result() for f in futures]
-    for http in clients:
-        http.close()
-    return outcomes
+        return [f.result() for f in futures]
+    finally:
+        # On a failure or Ctrl-C, no queued query is sent and no thread sends another:
+        # a run that goes on after its tenant is deleted only collects 401s.
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for http in clients:
+            http.close()
 
 
 def check(options: Options) -> None:
@@ -200,6 +237,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
     embeddings = bool(EMBEDDING_MODES & set(options.modes))
     evaluation = Evaluation(dataset)
     n_tools, n_queries = len(dataset.tools), len(dataset.queries)
+    unembedded = 0
     with _served(options, embeddings=embeddings, log=console.log) as (url, admin_key):
         admin = client.Admin(url, admin_key)
         try:
@@ -218,6 +256,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                             progress.update(task, completed=status.embedded, total=status.tools)
 
                         status = admin.wait_for_embeddings(show, timeout=options.embed_timeout)
+                    unembedded = status.missing + status.stale
                     if not status.done:
                         console.print(
                             f"[yellow]{status.missing + status.stale} of {status.tools} tools"
@@ -231,6 +270,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                             url, agent_key, dataset, mode=mode, depth=depth,
                             concurrency=options.concurrency,
                             advance=functools.partial(progress.advance, task),
+                            unembedded=unembedded,
                         )  # fmt: skip
                     evaluation.outcomes[mode] = outcomes
                     evaluation.results[mode] = summarise(
