@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,6 +20,19 @@ app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
 @app.callback()
 def _group() -> None:
     """Benchmarks that print figures."""  # a callback keeps `select` a subcommand
+
+
+def _write_json(result: dict[str, Any], path: Path | None, console: Console) -> None:
+    if path is not None:
+        path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        console.print(f"figures written to {path}")
+
+
+def _exit_on_fail(passed: Iterable[bool]) -> None:
+    """Exit 1 on any FAIL, once the figures are printed and written: a script or CI job that
+    runs a benchmark sees the verdict without parsing the tables."""
+    if not all(passed):
+        raise typer.Exit(1)
 
 
 @app.command("select")
@@ -62,7 +76,8 @@ def select_command(
     ] = None,
 ) -> None:
     """Load 100 synthetic tenants into a private embedded stack, then measure POST /v1/select
-    over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets."""
+    over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets.
+    Exits 1 when a target fails."""
     if small_min > small_max:
         raise typer.BadParameter("--small-min must not exceed --small-max")
     chosen = tuple(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
@@ -93,9 +108,8 @@ def select_command(
     )
     result = benchmark(options, log=lambda line: console.log(line))
     render(result, console)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        console.print(f"figures written to {json_path}")
+    _write_json(result, json_path, console)
+    _exit_on_fail(t["passed"] for t in result["targets"])
 
 
 @app.command("embed")
@@ -119,7 +133,8 @@ def embed_command(
     ] = None,
 ) -> None:
     """Embedding throughput of one worker core, and freshness (write to dense-searchable)
-    under a steady stream of updates, through the real outbox, broker and worker."""
+    under a steady stream of updates, through the real outbox, broker and worker. Exits 1
+    when a target fails."""
     from .embed import EmbedOptions, render_embed
     from .embed import benchmark as embed_benchmark
 
@@ -134,9 +149,8 @@ def embed_command(
     )
     result = embed_benchmark(options, log=lambda line: console.log(line))
     render_embed(result, console)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        console.print(f"figures written to {json_path}")
+    _write_json(result, json_path, console)
+    _exit_on_fail(t["pass"] for t in result["targets"])
 
 
 @app.command("load")
@@ -204,8 +218,5 @@ def load_command(
     )
     result = load_benchmark(options, log=lambda line: console.log(line))
     render(result, console)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        console.print(f"figures written to {json_path}")
-    if not all(check["ok"] for check in result["checks"].values()):
-        raise typer.Exit(1)
+    _write_json(result, json_path, console)
+    _exit_on_fail(check["ok"] for check in result["checks"].values())

@@ -1,0 +1,162 @@
+"""What `toolsift bench` does with a verdict: its exit code, what it prints, what it refuses.
+
+The measurements are replaced by fixed figures, so a FAIL is certain and the test takes
+milliseconds; the end-to-end runs are in test_synthetic.py, test_embed_bench.py and
+tests/ops/test_load.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolsift.bench import cli, embed
+from toolsift.bench.run import targets
+from toolsift.bench.stats import Latency
+from toolsift.cli import app
+
+
+def _http(ms: float, per_second: float, concurrency: int) -> dict[str, Any]:
+    return {
+        "concurrency": concurrency,
+        "seconds": 1.0,
+        "ok": 100,
+        "errors": 0,
+        "first_error": None,
+        "selects_per_second": per_second,
+        "latency_ms": Latency.of([ms, ms, ms]).as_dict(),
+        "hit_at_k": 0.8,
+        "cpu_seconds": {},
+        "cpu_ms_per_select": {},
+    }
+
+
+def select_result(modes: tuple[str, ...], ms: float = 1.0, per_second: float = 900.0) -> dict:
+    """Figures of a `bench select` run on the big catalog, shaped as run.benchmark's."""
+    runs = [
+        {
+            "server": "current",
+            "mode": mode,
+            "http": _http(ms, per_second, 8),
+            "http_c1": _http(ms, per_second / 4, 1),
+        }
+        for mode in modes
+    ]
+    first = next((r for r in runs if r["mode"] == "bm25"), runs[0])
+    group = {
+        "key": "big",
+        "label": "big (1,000 tools)",
+        "tools": 1000,
+        "queries": 40,
+        "http": first["http"],
+        "http_c1": first["http_c1"],
+        "runs": runs,
+        "inprocess": {
+            "score_ms": Latency.of([0.5]).as_dict(),
+            "service_ms": Latency.of([0.8]).as_dict(),
+        },
+        "bm25s": {
+            "selects_per_second": 2000.0,
+            "latency_ms": Latency.of([0.4]).as_dict(),
+            "hit_at_k": 0.7,
+        },
+        "ratios": {
+            "throughput_toolsift_over_bm25s": None,
+            "p50_http_loaded_over_bm25s": None,
+            "p50_http_c1_over_bm25s": None,
+            "p50_sql_score_over_bm25s": None,
+        },
+    }
+    result: dict[str, Any] = {
+        "machine": {
+            "date": "2026-12-05T00:00:00+00:00",
+            "nproc": 2,
+            "cpu_model": "test",
+            "memory_gib": 8,
+            "python": "3.11",
+            "loadavg_start": [0, 0, 0],
+        },
+        "options": {"seed": 7, "workers": 1, "concurrency": 8, "modes": list(modes)},
+        "load": {
+            "tenants": 1,
+            "tools": 1000,
+            "by_class": {},
+            "tools_per_second": 1000.0,
+            "upsert_seconds": 1.0,
+            "setup_seconds": 0.1,
+            "analyze_seconds": 0.1,
+            "validate_ms_per_tool": 0.1,
+        },
+        "groups": [group],
+        "bm25s_version": "0.3.16",
+        "seconds": 3.0,
+    }
+    result["targets"] = targets(result)
+    return result
+
+
+def embed_result(tools_per_s: float) -> dict[str, Any]:
+    """Figures of a `bench embed` run, shaped as embed.benchmark's."""
+    throughput = {
+        "tools": 256.0,
+        "seconds": 200 / tools_per_s,
+        "tools_per_s": tools_per_s,
+        "worker_cpu_s": 1.0,
+        "postgres_cpu_s": 0.2,
+        "tools_per_worker_cpu_s": 200.0,
+        "in_process_tools_per_s": 300.0,
+        "in_process_tools_per_cpu_s": 300.0,
+        "pipeline_over_in_process": tools_per_s / 300,
+        "pipeline_over_in_process_cpu": 200 / 300,
+    }
+    freshness = {
+        "updates": 10.0,
+        "achieved_rate": 5.0,
+        "p50_s": 0.2,
+        "p95_s": 0.4,
+        "max_s": 0.5,
+        "unresolved": 0.0,
+    }
+    return {
+        "options": {"stream_workers": 2},
+        "model": "test-model",
+        "throughput": throughput,
+        "freshness": freshness,
+        "targets": [
+            {
+                "name": "embedding throughput per worker core >= 200 tools/s",
+                "value": tools_per_s,
+                "pass": tools_per_s >= 200,
+            },
+            {"name": "freshness p95 < 2 s", "value": 0.4, "pass": True},
+        ],
+    }
+
+
+@pytest.mark.parametrize(("ms", "code"), [(1.0, 0), (50.0, 1)])
+def test_select_exits_1_on_a_fail_after_printing_and_writing_the_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ms: float, code: int
+) -> None:
+    monkeypatch.setattr(cli, "benchmark", lambda options, log: select_result(("bm25",), ms=ms))
+    out = tmp_path / "figures.json"
+    outcome = CliRunner().invoke(app, ["bench", "select", "--json", str(out)])
+    assert outcome.exit_code == code, outcome.output
+    assert ("FAIL" in outcome.output) == bool(code)
+    assert "Targets" in outcome.output
+    assert json.loads(out.read_text())["targets"]
+
+
+@pytest.mark.parametrize(("rate", "code"), [(250.0, 0), (110.0, 1)])
+def test_embed_exits_1_on_a_fail_after_printing_and_writing_the_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rate: float, code: int
+) -> None:
+    monkeypatch.setattr(embed, "benchmark", lambda options, log: embed_result(rate))
+    out = tmp_path / "figures.json"
+    outcome = CliRunner().invoke(app, ["bench", "embed", "--json", str(out)])
+    assert outcome.exit_code == code, outcome.output
+    assert ("FAIL" in outcome.output) == bool(code)
+    assert json.loads(out.read_text())["targets"]
