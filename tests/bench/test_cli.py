@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from toolsift.bench import cli, embed
+from toolsift.bench import cli, embed, loadrun
 from toolsift.bench.run import targets
 from toolsift.bench.stats import Latency
 from toolsift.cli import app
@@ -160,3 +160,27 @@ def test_embed_exits_1_on_a_fail_after_printing_and_writing_the_figures(
     assert outcome.exit_code == code, outcome.output
     assert ("FAIL" in outcome.output) == bool(code)
     assert json.loads(out.read_text())["targets"]
+
+
+def _must_not_run(options: object, log: object) -> dict[str, Any]:
+    raise AssertionError("the benchmark started")
+
+
+@pytest.mark.parametrize("command", ["select", "embed", "load"])
+@pytest.mark.parametrize("where", ["directory", "under a file", "/proc"])
+def test_an_unwritable_json_path_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, where: str
+) -> None:
+    monkeypatch.setattr(cli, "benchmark", _must_not_run)
+    monkeypatch.setattr(embed, "benchmark", _must_not_run)
+    monkeypatch.setattr(loadrun, "benchmark", _must_not_run)
+    (tmp_path / "file").write_text("")
+    path = {
+        "directory": str(tmp_path),
+        "under a file": str(tmp_path / "file" / "figures.json"),
+        "/proc": "/proc/toolsift-figures.json",
+    }[where]
+    outcome = CliRunner().invoke(app, ["bench", command, "--json", path])
+    assert outcome.exit_code == 2, outcome.output
+    assert "--json" in outcome.output
+    assert "Traceback" not in outcome.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,27 @@ app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
 @app.callback()
 def _group() -> None:
     """Benchmarks that print figures."""  # a callback keeps `select` a subcommand
+
+
+def _check_json_path(path: Path | None) -> None:
+    """Refuse a --json path that cannot be written before the run, not after its minutes."""
+    if path is None:
+        return
+    problem = None
+    if path.is_dir():
+        problem = f"{path} is a directory"
+    elif not path.parent.is_dir():
+        problem = f"{path.parent} is not a directory"
+    else:
+        try:
+            if path.exists():
+                path.open("a").close()  # neither truncated nor changed
+            else:
+                tempfile.TemporaryFile(dir=path.parent).close()
+        except OSError as error:
+            problem = f"cannot write {path}: {error.strerror or error}"
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--json")
 
 
 def _write_json(result: dict[str, Any], path: Path | None, console: Console) -> None:
@@ -78,6 +100,7 @@ def select_command(
     """Load 100 synthetic tenants into a private embedded stack, then measure POST /v1/select
     over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets.
     Exits 1 when a target fails."""
+    _check_json_path(json_path)
     if small_min > small_max:
         raise typer.BadParameter("--small-min must not exceed --small-max")
     chosen = tuple(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
@@ -138,6 +161,7 @@ def embed_command(
     from .embed import EmbedOptions, render_embed
     from .embed import benchmark as embed_benchmark
 
+    _check_json_path(json_path)
     console = Console()
     options = EmbedOptions(
         tools=tools,
@@ -199,6 +223,7 @@ def load_command(
     from .loadrun import FAULTS, LoadOptions, render
     from .loadrun import benchmark as load_benchmark
 
+    _check_json_path(json_path)
     if fault not in FAULTS:
         raise typer.BadParameter(f"must be one of {', '.join(FAULTS)}", param_hint="--fault")
     console = Console()
