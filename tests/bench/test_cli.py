@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from toolsift.bench import cli, embed, loadrun
+from toolsift.bench.report import render
 from toolsift.bench.run import targets
 from toolsift.bench.stats import Latency
 from toolsift.cli import app
@@ -52,6 +54,7 @@ def select_result(modes: tuple[str, ...], ms: float = 1.0, per_second: float = 9
         "label": "big (1,000 tools)",
         "tools": 1000,
         "queries": 40,
+        "mode": first["mode"],
         "http": first["http"],
         "http_c1": first["http_c1"],
         "runs": runs,
@@ -184,3 +187,29 @@ def test_an_unwritable_json_path_is_refused_before_anything_starts(
     assert outcome.exit_code == 2, outcome.output
     assert "--json" in outcome.output
     assert "Traceback" not in outcome.output
+
+
+@pytest.mark.parametrize(
+    ("modes", "judged"),
+    [
+        (("hybrid",), {"hybrid"}),
+        (("bm25",), {"bm25"}),
+        (("bm25", "hybrid"), {"bm25", "hybrid"}),
+        (("dense",), set()),
+    ],
+)
+def test_only_the_modes_measured_are_judged_and_titled(
+    modes: tuple[str, ...], judged: set[str]
+) -> None:
+    result = select_result(modes)
+    named = {
+        m for t in result["targets"] for m in ("bm25", "hybrid") if f" {m} " in f" {t['target']} "
+    }
+    assert named == judged
+    console = Console(record=True, width=200)
+    render(result, console)
+    printed = console.export_text()
+    headline = "bm25" if "bm25" in modes else modes[0]
+    assert f"(mode {headline}," in printed
+    for other in {"bm25", "dense", "hybrid"} - {headline}:
+        assert f"(mode {other}," not in printed
