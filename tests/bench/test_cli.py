@@ -213,3 +213,14 @@ def test_only_the_modes_measured_are_judged_and_titled(
     assert f"(mode {headline}," in printed
     for other in {"bm25", "dense", "hybrid"} - {headline}:
         assert f"(mode {other}," not in printed
+
+
+@pytest.mark.parametrize("fault_at", ["8", "9.5"])
+def test_a_fault_at_or_after_the_end_of_the_traffic_is_refused(
+    monkeypatch: pytest.MonkeyPatch, fault_at: str
+) -> None:
+    monkeypatch.setattr(loadrun, "benchmark", _must_not_run)
+    argv = ["bench", "load", "--duration", "8", "--fault", "worker-kill", "--fault-at", fault_at]
+    outcome = CliRunner().invoke(app, argv)
+    assert outcome.exit_code == 2, outcome.output
+    assert "--fault-at" in outcome.output

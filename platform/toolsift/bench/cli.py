@@ -192,7 +192,8 @@ def load_command(
         typer.Option(help="none, postgres-restart, redis-restart or worker-kill (SIGKILL)."),
     ] = "none",
     fault_at: Annotated[
-        float | None, typer.Option(min=0.0, help="Seconds into the run (default: a third).")
+        float | None,
+        typer.Option(min=0.0, help="Seconds into the run, before its end (default: a third)."),
     ] = None,
     outage: Annotated[
         float, typer.Option(min=0.0, help="Seconds the faulted service stays down.")
@@ -226,6 +227,11 @@ def load_command(
     _check_json_path(json_path)
     if fault not in FAULTS:
         raise typer.BadParameter(f"must be one of {', '.join(FAULTS)}", param_hint="--fault")
+    if fault != "none" and fault_at is not None and fault_at >= duration:
+        raise typer.BadParameter(
+            f"must be less than --duration ({duration:g} s): no traffic would meet the fault",
+            param_hint="--fault-at",
+        )
     console = Console()
     options = LoadOptions(
         clients=clients,
