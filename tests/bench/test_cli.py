@@ -8,6 +8,7 @@ tests/ops/test_load.py.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,7 @@ def embed_result(tools_per_s: float) -> dict[str, Any]:
     """Figures of a `bench embed` run, shaped as embed.benchmark's."""
     throughput = {
         "tools": 256.0,
+        "tools_timed": 200.0,
         "seconds": 200 / tools_per_s,
         "tools_per_s": tools_per_s,
         "worker_cpu_s": 1.0,
@@ -224,3 +226,15 @@ def test_a_fault_at_or_after_the_end_of_the_traffic_is_refused(
     outcome = CliRunner().invoke(app, argv)
     assert outcome.exit_code == 2, outcome.output
     assert "--fault-at" in outcome.output
+
+
+def test_embed_prints_the_tools_and_seconds_its_rate_is_made_of() -> None:
+    console = Console(record=True, width=200)
+    embed.render_embed(embed_result(110.0), console)
+    printed = console.export_text()
+    rate = re.search(r"pipeline tools/s[^│]*│ (\d+)", printed)
+    span = re.search(r"(\d+) tools in ([\d.]+) s", printed)
+    assert rate is not None, printed
+    assert span is not None, printed
+    tools, seconds = int(span.group(1)), float(span.group(2))
+    assert tools / seconds == pytest.approx(int(rate.group(1)), rel=0.05), printed

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_bench_embed_runs_and_accounts_for_every_write(tmp_path: Path) -> None:
     out = tmp_path / "embed.json"
@@ -22,6 +24,11 @@ def test_bench_embed_runs_and_accounts_for_every_write(tmp_path: Path) -> None:
     throughput, freshness = result["throughput"], result["freshness"]
     assert throughput["tools"] == 256
     assert throughput["tools_per_s"] > 0
+    # The rate is of the tools landed in the timed window, which it names.
+    assert 0 < throughput["tools_timed"] <= throughput["tools"]
+    assert throughput["tools_per_s"] == pytest.approx(
+        throughput["tools_timed"] / throughput["seconds"]
+    )
     assert throughput["in_process_tools_per_s"] > 0
     # The worker's own CPU time in the window: the rate per core on a shared machine.
     assert throughput["worker_cpu_s"] > 0
