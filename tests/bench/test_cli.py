@@ -238,3 +238,26 @@ def test_embed_prints_the_tools_and_seconds_its_rate_is_made_of() -> None:
     assert span is not None, printed
     tools, seconds = int(span.group(1)), float(span.group(2))
     assert tools / seconds == pytest.approx(int(rate.group(1)), rel=0.05), printed
+
+
+def test_a_baseline_ref_that_names_no_commit_is_refused_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "benchmark", _must_not_run)
+    outcome = CliRunner().invoke(app, ["bench", "select", "--baseline-ref", "nosuchref"])
+    assert outcome.exit_code == 2, outcome.output
+    assert "--baseline-ref" in outcome.output
+    assert "nosuchref" in outcome.output
+
+
+def test_a_baseline_ref_that_names_a_commit_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str | None] = []
+
+    def run(options: Any, log: object) -> dict[str, Any]:
+        asked.append(options.baseline_ref)
+        return select_result(("bm25",))
+
+    monkeypatch.setattr(cli, "benchmark", run)
+    outcome = CliRunner().invoke(app, ["bench", "select", "--baseline-ref", "HEAD"])
+    assert outcome.exit_code == 0, outcome.output
+    assert asked == ["HEAD"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -12,7 +13,7 @@ import typer
 from rich.console import Console
 
 from .report import render
-from .run import MODES, Options, benchmark
+from .run import MODES, REPO, Options, benchmark, resolve_commit
 from .synthetic import Sizes
 
 app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
@@ -110,6 +111,14 @@ def select_command(
             f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
             param_hint="--modes",
         )
+    if baseline_ref is not None:
+        try:
+            resolve_commit(baseline_ref)  # before minutes of setup, not after them
+        except (subprocess.CalledProcessError, OSError):
+            raise typer.BadParameter(
+                f"{baseline_ref!r} is not a commit of the git repository at {REPO}",
+                param_hint="--baseline-ref",
+            ) from None
     console = Console()
     options = Options(
         seed=seed,

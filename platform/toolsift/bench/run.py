@@ -175,12 +175,17 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     return verdicts
 
 
-def baseline_source(ref: str, work_dir: Path) -> tuple[Path, str]:
-    """`platform/` of a git revision of this repository, to serve as the baseline API."""
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+def resolve_commit(ref: str) -> str:
+    """The commit `ref` names in this repository; CalledProcessError when it names none."""
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
         check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
+
+
+def baseline_source(ref: str, work_dir: Path) -> tuple[Path, str]:
+    """`platform/` of a git revision of this repository, to serve as the baseline API."""
+    commit = resolve_commit(ref)
     archive = subprocess.run(
         ["git", "-C", str(REPO), "archive", commit, "platform"], check=True, capture_output=True
     ).stdout
