@@ -109,9 +109,13 @@ def test_benchmark_end_to_end_with_tiny_sizes(tmp_path: Path) -> None:
         "--duration", "1", "--workers", "1", "--concurrency", "2", "--json", str(out),
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=170, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Exit 1 exactly when a target FAILs: on a busy machine a latency target may.
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Targets" in proc.stdout
     figures = json.loads(out.read_text())
+    failed = not all(t["passed"] for t in figures["targets"])
+    assert proc.returncode == int(failed), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("FAIL" in proc.stdout) == failed
     assert figures["load"]["tenants"] == 4
     assert [g["key"] for g in figures["groups"]] == ["big", "huge", "mix"]
     for group in figures["groups"]:

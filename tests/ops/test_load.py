@@ -36,7 +36,9 @@ def _assert_traffic(result: dict[str, Any]) -> None:
 
 
 def test_postgres_restart_fails_in_flight_requests_with_503_and_recovers() -> None:
-    result = benchmark(LoadOptions(**{**SMALL.__dict__, "fault": "postgres-restart"}))
+    # Long enough for traffic 5 s after PostgreSQL is back: the recovery check's window.
+    options = {**SMALL.__dict__, "fault": "postgres-restart", "duration": 16}
+    result = benchmark(LoadOptions(**options))
     assert not _failed(result), _failed(result)
     _assert_traffic(result)
     # Not vacuous: requests did meet the outage, and each failed with a 503.

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from .report import render
-from .run import MODES, Options, benchmark
+from .run import MODES, REPO, Options, benchmark, resolve_commit
 from .synthetic import Sizes
 
 app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
@@ -19,6 +22,40 @@ app = typer.Typer(help="Benchmarks that print figures.", no_args_is_help=True)
 @app.callback()
 def _group() -> None:
     """Benchmarks that print figures."""  # a callback keeps `select` a subcommand
+
+
+def _check_json_path(path: Path | None) -> None:
+    """Refuse a --json path that cannot be written before the run, not after its minutes."""
+    if path is None:
+        return
+    problem = None
+    if path.is_dir():
+        problem = f"{path} is a directory"
+    elif not path.parent.is_dir():
+        problem = f"{path.parent} is not a directory"
+    else:
+        try:
+            if path.exists():
+                path.open("a").close()  # neither truncated nor changed
+            else:
+                tempfile.TemporaryFile(dir=path.parent).close()
+        except OSError as error:
+            problem = f"cannot write {path}: {error.strerror or error}"
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="--json")
+
+
+def _write_json(result: dict[str, Any], path: Path | None, console: Console) -> None:
+    if path is not None:
+        path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        console.print(f"figures written to {path}")
+
+
+def _exit_on_fail(passed: Iterable[bool]) -> None:
+    """Exit 1 on any FAIL, once the figures are printed and written: a script or CI job that
+    runs a benchmark sees the verdict without parsing the tables."""
+    if not all(passed):
+        raise typer.Exit(1)
 
 
 @app.command("select")
@@ -62,7 +99,9 @@ def select_command(
     ] = None,
 ) -> None:
     """Load 100 synthetic tenants into a private embedded stack, then measure POST /v1/select
-    over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets."""
+    over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets.
+    Exits 1 when a target fails."""
+    _check_json_path(json_path)
     if small_min > small_max:
         raise typer.BadParameter("--small-min must not exceed --small-max")
     chosen = tuple(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
@@ -72,6 +111,14 @@ def select_command(
             f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
             param_hint="--modes",
         )
+    if baseline_ref is not None:
+        try:
+            resolve_commit(baseline_ref)  # before minutes of setup, not after them
+        except (subprocess.CalledProcessError, OSError):
+            raise typer.BadParameter(
+                f"{baseline_ref!r} is not a commit of the git repository at {REPO}",
+                param_hint="--baseline-ref",
+            ) from None
     console = Console()
     options = Options(
         seed=seed,
@@ -93,9 +140,8 @@ def select_command(
     )
     result = benchmark(options, log=lambda line: console.log(line))
     render(result, console)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        console.print(f"figures written to {json_path}")
+    _write_json(result, json_path, console)
+    _exit_on_fail(t["passed"] for t in result["targets"])
 
 
 @app.command("embed")
@@ -119,10 +165,12 @@ def embed_command(
     ] = None,
 ) -> None:
     """Embedding throughput of one worker core, and freshness (write to dense-searchable)
-    under a steady stream of updates, through the real outbox, broker and worker."""
+    under a steady stream of updates, through the real outbox, broker and worker. Exits 1
+    when a target fails."""
     from .embed import EmbedOptions, render_embed
     from .embed import benchmark as embed_benchmark
 
+    _check_json_path(json_path)
     console = Console()
     options = EmbedOptions(
         tools=tools,
@@ -134,9 +182,8 @@ def embed_command(
     )
     result = embed_benchmark(options, log=lambda line: console.log(line))
     render_embed(result, console)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        console.print(f"figures written to {json_path}")
+    _write_json(result, json_path, console)
+    _exit_on_fail(t["pass"] for t in result["targets"])
 
 
 @app.command("load")
@@ -154,7 +201,8 @@ def load_command(
         typer.Option(help="none, postgres-restart, redis-restart or worker-kill (SIGKILL)."),
     ] = "none",
     fault_at: Annotated[
-        float | None, typer.Option(min=0.0, help="Seconds into the run (default: a third).")
+        float | None,
+        typer.Option(min=0.0, help="Seconds into the run, before its end (default: a third)."),
     ] = None,
     outage: Annotated[
         float, typer.Option(min=0.0, help="Seconds the faulted service stays down.")
@@ -185,8 +233,14 @@ def load_command(
     from .loadrun import FAULTS, LoadOptions, render
     from .loadrun import benchmark as load_benchmark
 
+    _check_json_path(json_path)
     if fault not in FAULTS:
         raise typer.BadParameter(f"must be one of {', '.join(FAULTS)}", param_hint="--fault")
+    if fault != "none" and fault_at is not None and fault_at >= duration:
+        raise typer.BadParameter(
+            f"must be less than --duration ({duration:g} s): no traffic would meet the fault",
+            param_hint="--fault-at",
+        )
     console = Console()
     options = LoadOptions(
         clients=clients,
@@ -204,8 +258,5 @@ def load_command(
     )
     result = load_benchmark(options, log=lambda line: console.log(line))
     render(result, console)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        console.print(f"figures written to {json_path}")
-    if not all(check["ok"] for check in result["checks"].values()):
-        raise typer.Exit(1)
+    _write_json(result, json_path, console)
+    _exit_on_fail(check["ok"] for check in result["checks"].values())

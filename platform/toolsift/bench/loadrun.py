@@ -177,6 +177,10 @@ def _fault_figures(samples: list[Sample], down: float, up: float) -> dict[str, A
     return {
         "down_at_s": down,
         "up_at_s": up,
+        # What each check had to go on: a window without requests measured nothing.
+        "requests_from_fault": len(after),
+        "requests_after_up": sum(s.at >= up for s in after),
+        "requests_after_grace": sum(s.at >= up + RECOVERY_GRACE_S for s in after),
         "failed_before": sum(s.status != 200 for s in samples if s.at + s.ms / 1000 < down),
         "in_flight_at_fault": sum(s.at < down for s in after),
         "failed": len(failed),
@@ -192,8 +196,15 @@ def _s(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds:.2f} s"
 
 
-def _check(ok: bool, detail: str) -> dict[str, Any]:
-    return {"ok": ok, "detail": detail}
+def _check(ok: bool, detail: str, measured: bool = True) -> dict[str, Any]:
+    """A check that had nothing to measure is not a pass: it fails the run, marked as such."""
+    return {"ok": ok and measured, "measured": measured, "detail": detail}
+
+
+def _verdict(check: dict[str, Any]) -> str:
+    if not check.get("measured", True):
+        return "[yellow]NOT MEASURED[/]"
+    return "[green]PASS[/]" if check["ok"] else "[red]FAIL[/]"
 
 
 def judge(result: dict[str, Any], fault: str) -> dict[str, dict[str, Any]]:
@@ -216,32 +227,43 @@ def judge(result: dict[str, Any], fault: str) -> dict[str, dict[str, Any]]:
             else f"backlog left (jobs, tools without vector): {result['backlog_left']}",
         ),
     }
+    window = result.get("fault")
     if fault in ("none", "redis-restart", "worker-kill"):
+        errors = selects["errors"] + writes["errors"]
+        met = window is None or window["requests_from_fault"] > 0
         checks["0 errors"] = _check(
-            selects["errors"] + writes["errors"] == 0,
+            errors == 0,
             f"select errors {selects['errors']}, write errors {writes['errors']}"
-            + (
-                f"; first: {selects['first_error'] or writes['first_error']}"
-                if selects["errors"] + writes["errors"]
-                else ""
-            ),
+            + (f"; first: {selects['first_error'] or writes['first_error']}" if errors else "")
+            + ("" if met else "; no request met the fault"),
+            measured=met,
         )
     if fault == "postgres-restart":
-        window = result["fault"]
+        assert window is not None
         statuses = set(window["failed_statuses"])
+        met = window["requests_from_fault"] > 0
         checks["in-flight requests fail with 503"] = _check(
             statuses <= {"503"} and window["failed_before"] == 0,
             f"failed from the fault on: {window['failed_statuses']}"
             f" ({window['in_flight_at_fault']} requests were in flight),"
-            f" {window['failed_before']} before it",
+            f" {window['failed_before']} before it" + ("" if met else "; no request met the fault"),
+            measured=met or window["failed_before"] > 0,
         )
+        # A part that measured a failure fails the check; else an empty window leaves it
+        # not measured: no request after PostgreSQL was back, or none after the grace.
+        failed = (
+            (window["requests_after_up"] > 0 and window["first_ok_after_up_s"] is None)
+            or window["failed_after_grace"] > 0
+            or result["api_restarted"] is not False
+        )
+        met = window["requests_after_grace"] > 0
         checks["recovers without an API restart"] = _check(
-            window["first_ok_after_up_s"] is not None
-            and window["failed_after_grace"] == 0
-            and result["api_restarted"] is False,
+            not failed,
             f"first answer {_s(window['first_ok_after_up_s'])} after PostgreSQL was back, "
-            f"{window['failed_after_grace']} failures after {RECOVERY_GRACE_S:.0f} s, "
-            f"API process {'restarted' if result['api_restarted'] else 'the same'}",
+            f"{window['failed_after_grace']} failures after {RECOVERY_GRACE_S:.0f} s"
+            + ("" if met else " (no request was sent then: the run ended)")
+            + f", API process {'restarted' if result['api_restarted'] else 'the same'}",
+            measured=met or failed,
         )
     if fault == "none":
         p99 = selects["latency_ms"]["p99"]
@@ -261,6 +283,8 @@ def benchmark(options: LoadOptions, log: Callable[[str], None] = lambda _: None)
     if options.fault not in FAULTS:
         raise ValueError(f"fault must be one of {', '.join(FAULTS)}")
     fault_at = options.fault_at if options.fault_at is not None else options.duration / 3
+    if options.fault != "none" and fault_at >= options.duration:
+        raise ValueError("fault_at must be less than the duration: no traffic would meet it")
     result: dict[str, Any] = {"options": asdict(options), "machine": machine()}
     with (
         sigterm_as_interrupt(),
@@ -425,5 +449,5 @@ def render(result: dict[str, Any], console: Console) -> None:
     checks.add_column("result")
     checks.add_column("measured")
     for name, check in result["checks"].items():
-        checks.add_row(name, "[green]PASS[/]" if check["ok"] else "[red]FAIL[/]", check["detail"])
+        checks.add_row(name, _verdict(check), check["detail"])
     console.print(checks)

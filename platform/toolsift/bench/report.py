@@ -53,8 +53,10 @@ def render(result: dict[str, Any], console: Console) -> None:
         f"adds, costs {load['validate_ms_per_tool']:.2f} ms/tool."
     )
 
+    # BM25 when it ran, else the first mode measured (run.benchmark's "headline" runs).
+    mode = "/".join(dict.fromkeys(g.get("mode", "bm25") for g in result["groups"])) or "bm25"
     http = Table(
-        title=f"POST /v1/select over HTTP (mode bm25, k={K}, budget {BUDGET_TOKENS}), "
+        title=f"POST /v1/select over HTTP (mode {mode}, k={K}, budget {BUDGET_TOKENS}), "
         f"concurrency {o['concurrency']}, {o['workers']} uvicorn workers",
         title_justify="left",
     )
@@ -79,12 +81,13 @@ def render(result: dict[str, Any], console: Console) -> None:
         _runs_table(result, runs, console)
 
     layers = Table(title="Where the time goes, p50 ms per select (unloaded)", title_justify="left")
+    http_mode = "" if mode == "bm25" else f" {mode}"  # the in-process layers are BM25
     for column in (
         "catalog",
         "SQL score only",
         "service in-process",
-        "HTTP, 1 client",
-        f"HTTP, {o['concurrency']} clients",
+        f"HTTP{http_mode}, 1 client",
+        f"HTTP{http_mode}, {o['concurrency']} clients",
         "bm25s in-process",
         "hit@5 toolsift",
         "hit@5 bm25s",
