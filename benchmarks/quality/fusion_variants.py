@@ -123,8 +123,8 @@ class RRF:
     scale: float = 13.0
     floor: float = 0.45
     # The floor times the query's coverage in BM25's first tool: 0 none (before 0025), 1 over
-    # the words the catalog has, 2 over all the query's words (the product's).
-    cov: int = 2
+    # the words the catalog has (the product's), 2 over all the query's words.
+    cov: int = 1
 
     @property
     def name(self) -> str:

@@ -166,8 +166,8 @@ class Prepared:
 
 class Lexical(NamedTuple):
     """One query's BM25 list: tool indices and scores, best first, and the query's coverage
-    in the first tool (the idf-weighted share of its words the tool contains, as
-    `toolsift_bm25` computes it), which scales the fusion's floor."""
+    in the first tool (the idf-weighted share of its words the catalog has that the tool
+    contains, as `toolsift_bm25` computes it), which scales the fusion's floor."""
 
     ids: list[int]
     scores: list[float]
@@ -195,14 +195,12 @@ def rank_bm25(
     }
     rankings: list[Lexical] = []
     positions = np.arange(n)
-    unknown = float(np.log(1 + (n + 0.5) / 0.5))  # the idf of a word no tool has
     for query_terms in queries:
         scores = np.zeros(n)
         hit = np.zeros(n, dtype=bool)
         idfs: dict[str, float] = {}
         for term in sorted(set(query_terms)):
-            if term not in postings:
-                idfs[term] = unknown
+            if term not in postings:  # a word no tool has does not count
                 continue
             ids, values = postings[term]
             df = len(ids)

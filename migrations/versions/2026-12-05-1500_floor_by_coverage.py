@@ -10,9 +10,11 @@ for any match at all: "find information about the elections" matched a filesyste
 "find" alone, and that list, nearly noise, still got 0.45 of the weight and pushed dense's
 web search out of the first places (most of MCPToolBench++'s misses, docs/quality.md). The
 floor is now multiplied by the query's coverage in BM25's first tool: the idf-weighted share
-of the query's words that the tool contains, a word no tool the caller may see has counting at
-the idf of a document frequency of 0. A tool that matches every word keeps the whole floor; a
-match on one common word of several keeps little.
+of the query's words that the tool contains, among the words some tool the caller may see
+has. A tool that has every such word keeps the whole floor; a match on one common word of
+several keeps little. Words no tool has (an order number, a city) do not count: they say
+nothing about which tool the words point to, and counting them took the floor from a tool
+found by all its words but not embedded yet, which is what the floor is for.
 
 `toolsift_bm25` returns each tool's `coverage` (its return type changes, so it is dropped and
 created again); `toolsift_select` is 0024's with the floor so scaled, and, in debug output
@@ -55,18 +57,16 @@ AS $$
                     ELSE 1 END AS avgdl
         FROM public.corpus_stats WHERE tenant_id = p_tenant
     ),
+    -- Each word's idf, and rounded (once per word) for the coverage's exact sums; `known`:
+    -- the sum of those, what a tool that has every word the catalog has would cover.
     w AS (
-        SELECT s.term, ln(1 + (c.n - sum(s.df) + 0.5) / (sum(s.df) + 0.5)) AS idf
-        FROM public.term_stats s JOIN q ON q.term = s.term CROSS JOIN c
-        WHERE s.tenant_id = p_tenant
-        GROUP BY s.term, c.n
-    ),
-    -- The idf of all the query's words, a word no visible tool has at the idf of a df of 0:
-    -- what a tool matching them all would cover.
-    known AS (
-        SELECT sum(round(coalesce(w.idf, ln(1 + (c.n + 0.5) / 0.5)) * 4294967296.0)
-                   / 4294967296.0) AS idf
-        FROM q LEFT JOIN w ON w.term = q.term CROSS JOIN c
+        SELECT t.term, t.idf, t.rounded, sum(t.rounded) OVER () AS known
+        FROM (SELECT s.term, ln(1 + (c.n - sum(s.df) + 0.5) / (sum(s.df) + 0.5)) AS idf,
+                     round(ln(1 + (c.n - sum(s.df) + 0.5) / (sum(s.df) + 0.5)) * 4294967296.0)
+                         / 4294967296.0 AS rounded
+              FROM public.term_stats s JOIN q ON q.term = s.term CROSS JOIN c
+              WHERE s.tenant_id = p_tenant
+              GROUP BY s.term, c.n) t
     ),
     scored AS (
         SELECT p.tool_id,
@@ -76,7 +76,7 @@ AS $$
                sum(round(w.idf * p.tf * (p_k1 + 1)
                          / (p.tf + p_k1 * (1 - p_b + p_b * p.doc_length / c.avgdl))
                          * 4294967296.0) / 4294967296.0) AS score,
-               sum(round(w.idf * 4294967296.0) / 4294967296.0) AS matched,
+               sum(w.rounded) AS matched, min(w.known) AS known,
                array_agg(p.term) FILTER (WHERE p_terms) AS terms,
                min(p.position) AS position
         FROM public.tool_terms p JOIN w ON w.term = p.term CROSS JOIN c
@@ -87,8 +87,8 @@ AS $$
     )
     SELECT s.tool_id, s.score,
            CASE WHEN p_terms THEN ARRAY(SELECT x FROM unnest(s.terms) x ORDER BY x) END,
-           s.position, s.matched / k.idf
-    FROM scored s CROSS JOIN known k
+           s.position, s.matched / s.known
+    FROM scored s
     ORDER BY s.score DESC, s.position
 $$
 """
@@ -121,8 +121,8 @@ EDITS = {
     coverage float8;
 """,
     _LEX: _LEX.replace("s.position,\n", "s.position, s.coverage,\n"),
-    _WEIGHTS: """        -- BM25's floor is kept in full only by a first tool that matches every word of the
-        -- query: a match on one common word of several is nearly noise.
+    _WEIGHTS: """        -- BM25's floor is kept in full only by a first tool that has every word of the query
+        -- the catalog has: a match on one common word of several is nearly noise.
         best AS (
             SELECT lex.score, lex.coverage FROM lex WHERE lex.rnk = 1
         ),
@@ -167,6 +167,10 @@ def _select() -> str:
     return text
 
 
+# The whole function, as other revisions and `benchmarks/select_function_ab.py` read it.
+SELECT = _select()
+
+
 def _bm25(definition: str) -> None:
     op.execute(f"DROP FUNCTION {SIGNATURE}")
     op.execute(definition)
@@ -178,7 +182,7 @@ def upgrade() -> None:
     # Selects call both functions: a lock queued behind a long one would hold them all.
     op.execute("SET LOCAL lock_timeout = '5s'")
     _bm25(BM25)
-    op.execute(_select())
+    op.execute(SELECT)
 
 
 def downgrade() -> None:

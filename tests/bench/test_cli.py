@@ -155,6 +155,22 @@ def test_select_exits_1_on_a_fail_after_printing_and_writing_the_figures(
     assert json.loads(out.read_text())["targets"]
 
 
+@pytest.mark.parametrize("modes", [("dense",), ("bm25", "dense")])
+def test_select_exits_1_when_requests_failed_in_a_run_no_target_judges(
+    monkeypatch: pytest.MonkeyPatch, modes: tuple[str, ...]
+) -> None:
+    failed = select_result(modes)
+    dense = next(r for r in failed["groups"][0]["runs"] if r["mode"] == "dense")
+    dense["http"].update(ok=0, errors=5000)
+    monkeypatch.setattr(cli, "benchmark", lambda options, log: failed)
+    outcome = CliRunner().invoke(app, ["bench", "select", "--modes", ",".join(modes)])
+    assert outcome.exit_code == 1, outcome.output
+    # The same figures without the errors pass.
+    clean = select_result(modes)
+    monkeypatch.setattr(cli, "benchmark", lambda options, log: clean)
+    assert CliRunner().invoke(app, ["bench", "select", "--modes", ",".join(modes)]).exit_code == 0
+
+
 @pytest.mark.parametrize(("rate", "code"), [(250.0, 0), (110.0, 1)])
 def test_embed_exits_1_on_a_fail_after_printing_and_writing_the_figures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rate: float, code: int

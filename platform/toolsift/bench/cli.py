@@ -58,6 +58,18 @@ def _exit_on_fail(passed: Iterable[bool]) -> None:
         raise typer.Exit(1)
 
 
+def _errors(figures: Any) -> int:
+    """Failed requests anywhere in the figures, including runs no target judges (a mode
+    without targets, a baseline): a run whose requests failed measured nothing."""
+    if isinstance(figures, dict):
+        own = figures.get("errors")
+        counted = own if isinstance(own, int) and not isinstance(own, bool) else 0
+        return counted + sum(_errors(v) for k, v in figures.items() if k != "errors")
+    if isinstance(figures, list):
+        return sum(_errors(v) for v in figures)
+    return 0
+
+
 @app.command("select")
 def select_command(
     seed: Annotated[int, typer.Option(help="Seed of the synthetic catalogs and queries.")] = 7,
@@ -141,7 +153,7 @@ def select_command(
     result = benchmark(options, log=lambda line: console.log(line))
     render(result, console)
     _write_json(result, json_path, console)
-    _exit_on_fail(t["passed"] for t in result["targets"])
+    _exit_on_fail([*(t["passed"] for t in result["targets"]), _errors(result) == 0])
 
 
 @app.command("embed")

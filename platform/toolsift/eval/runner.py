@@ -209,12 +209,14 @@ def _select_all(
             raise failed.exception()  # type: ignore[misc]
         return [f.result() for f in futures]
     finally:
-        # On a failure or Ctrl-C, no queued query is sent and no thread sends another:
-        # a run that goes on after its tenant is deleted only collects 401s.
+        # On a failure or Ctrl-C, no queued query is sent and no thread sends another (a run
+        # that goes on after its tenant is deleted only collects 401s); closing the clients
+        # first ends the requests in flight instead of waiting up to their timeout.
         stop.set()
+        with lock:
+            for http in clients:
+                http.close()
         pool.shutdown(wait=True, cancel_futures=True)
-        for http in clients:
-            http.close()
 
 
 def check(options: Options) -> None:

@@ -23,8 +23,9 @@ class Fusion:
     BM25 gets `top / (top + bm25_scale)` of the weight, but never less than `bm25_floor`,
     and dense the rest, each times its own weight. The floor keeps a tool found by its
     words alone (one not embedded yet, say) within reach of the top; it is scaled by the
-    query's coverage in BM25's first tool (the idf-weighted share of the query's words it
-    contains), so a match on one common word of several does not hold dense's answer down.
+    query's coverage in BM25's first tool (the idf-weighted share of the query's words,
+    among those some tool has, that it contains), so a match on one common word of several
+    does not hold dense's answer down.
     No lexical match at all leaves dense alone. A small `k` lets the first ranks of each
     list count more than agreement deep down both (docs/quality.md measured these choices).
     """

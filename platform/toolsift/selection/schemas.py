@@ -124,9 +124,9 @@ class SelectResponse(BaseModel):
     bm25_coverage: float | None = Field(
         default=None,
         description=(
-            "hybrid, debug only: the idf-weighted share of the query's words that BM25's"
-            " first tool contains (a word no tool has at the highest idf); BM25's floor in"
-            " the fusion is scaled by it."
+            "hybrid, debug only: the idf-weighted share of the query's words (those some"
+            " tool has) that BM25's first tool contains; BM25's floor in the fusion is scaled"
+            " by it."
         ),
     )
     missing_embeddings: int | None = Field(
