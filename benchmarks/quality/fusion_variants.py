@@ -14,13 +14,16 @@ cached ONNX vectors over `document_text`, the gate of `toolsift.selection.dense.
   (1-L) w3 (the dense share is split, BM25 keeps its share).
 - "disc:m=..,beta=..,c=..": the hybrid-PRF dense list replaces plain dense, fused again with
   BM25 whose gate weight is multiplied by c (c < 1 undoes the double count).
-- "rrf:k=..,scale=..,floor=..": fusion constants (default the product's).
+- "rrf:k=..,scale=..,floor=..,cov=0|1|2": fusion constants (default the product's); cov is
+  how the floor is scaled: 0 not at all (before migration 0025), 1 by the coverage over the
+  words the catalog has (the product's), 2 by the coverage over all the query's words.
 
 Combinations with "+". The dense mode stays plain dense (the product's dense mode); the
 check "hybrid >= components" is against plain dense and the variant's BM25 list (and the
-plain BM25 list).
+plain BM25 list). `--doc previous` embeds the text of before 0025's release. Targets come
+from the baselines recorded in benchmarks/quality/<dataset>/results.json.
 
-    python benchmarks/quality/fusion_variants.py /work/shared/datasets/{metatool,...} \
+    python benchmarks/quality/fusion_variants.py DATASET_DIR... \
         --cache /tmp/toolsift-tune --halves --only 'base;rm3:m=3,n=10,lam=0.3'
 """
 
@@ -297,15 +300,7 @@ class Data(prf.Data):
         }
 
     def evaluate3(self, v: Variant) -> dict[str, tuple[float, float, float]]:
-        runs = self.run3(v)
-        tune_half, check_half = tune.halves(self.prepared.dataset)
-        everyone = range(len(self.prepared.dataset.queries))
-        return {
-            mode: tuple(  # type: ignore[misc]
-                tune.recall5(self.prepared, r, s) for s in (everyone, tune_half, check_half)
-            )
-            for mode, r in runs.items()
-        }
+        return self.recalls(self.run3(v))
 
 
 def parse_variant(text: str) -> Variant:

@@ -196,7 +196,10 @@ class Data:
         return {"bm25": [r.ids for r in lexical], "dense": near, "hybrid": hybrid}
 
     def evaluate(self, variant: Variant) -> dict[str, tuple[float, float, float]]:
-        runs = self.run(variant)
+        return self.recalls(self.run(variant))
+
+    def recalls(self, runs: dict[str, Ranking]) -> dict[str, tuple[float, float, float]]:
+        """recall@5 per mode: over all queries, the tuning half and the check half."""
         tune_half, check_half = tune.halves(self.prepared.dataset)
         everyone = range(len(self.prepared.dataset.queries))
         return {
