@@ -974,7 +974,7 @@ def eval_command(
         raise typer.BadParameter("--out must not be the dataset's folder (it would be overwritten)")
     chosen = [] if baselines.strip() == "none" else _csv(baselines, "baseline")
     options = Options(
-        modes=_csv(modes, "mode"),
+        modes=list(dict.fromkeys(_csv(modes, "mode"))),  # a mode named twice runs once
         ks=ks,
         baselines=chosen,
         url=url,

@@ -94,3 +94,13 @@ class TestEval:
         assert result.exit_code == 2, result.output
         assert "--out" in result.output
         assert "starting an embedded stack" not in result.output
+
+    def test_a_mode_named_twice_runs_once(self, tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        result = runner.invoke(
+            app,
+            ["eval", str(TINY), "--modes", "bm25,bm25", "--baselines", "none", "--out", str(out)],
+        )
+        assert result.exit_code == 0, result.output
+        assert result.output.count("select (bm25)") == 1
+        assert list(json.loads((out / "results.json").read_text())["results"]) == ["bm25"]

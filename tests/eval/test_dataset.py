@@ -74,6 +74,21 @@ class TestErrors:
         with pytest.raises(DatasetError, match=r"queries\.jsonl:6: .*unknown tool id 'ghost'"):
             load(folder)
 
+    def test_a_repeated_query_id_names_both_lines(self, tmp_path: Path) -> None:
+        folder = _copy(tmp_path)
+        with (folder / "queries.jsonl").open("a") as handle:
+            handle.write(json.dumps({"id": "q1", "query": "x", "relevant": ["order_status"]}))
+        with pytest.raises(DatasetError, match=r"queries\.jsonl:6: query id 'q1' repeats line 1"):
+            load(folder)
+
+    def test_a_query_longer_than_a_select_reads_names_file_and_line(self, tmp_path: Path) -> None:
+        folder = _copy(tmp_path)
+        long = {"id": "q9", "query": "refund " * 5000, "relevant": ["issue_refund"]}
+        with (folder / "queries.jsonl").open("a") as handle:
+            handle.write(json.dumps(long) + "\n")
+        with pytest.raises(DatasetError, match=r"queries\.jsonl:6: `query` has 35,000 characters"):
+            load(folder)
+
     def test_a_bad_tool_names_the_original_file_and_line(self, tmp_path: Path) -> None:
         folder = _copy(tmp_path)
         lines = (folder / "tools.jsonl").read_text().splitlines()

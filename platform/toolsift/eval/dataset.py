@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..selection.schemas import MAX_TEXT
 from ..tools.importer import CatalogError, read_catalog
 from ..tools.schemas import ToolCreate, schema_error
 
@@ -138,6 +139,7 @@ def _load_tools(path: Path) -> tuple[list[EvalTool], list[str]]:
 
 def _load_queries(path: Path, names: dict[str, str]) -> list[EvalQuery]:
     queries: list[EvalQuery] = []
+    seen: dict[str, int] = {}  # query id -> its line
     for number, record in _json_lines(path):
         where = f"{path}:{number}"
         if not isinstance(record, dict):
@@ -145,6 +147,12 @@ def _load_queries(path: Path, names: dict[str, str]) -> list[EvalQuery]:
         text, relevant = record.get("query"), record.get("relevant")
         if not isinstance(text, str) or not text.strip():
             raise DatasetError(f"{where}: `query` must be a non-empty string")
+        # Found here rather than as a 422 at the first select, after the stack came up.
+        if len(text) > MAX_TEXT:
+            raise DatasetError(
+                f"{where}: `query` has {len(text):,} characters; a select reads at most "
+                f"{MAX_TEXT:,}"
+            )
         if (
             not isinstance(relevant, list)
             or not relevant
@@ -155,6 +163,10 @@ def _load_queries(path: Path, names: dict[str, str]) -> list[EvalQuery]:
         if unknown:
             raise DatasetError(f"{where}: `relevant` names unknown tool id {unknown[0]!r}")
         query_id = str(record.get("id", number))
+        # Per-query results are keyed by id: two queries of one id would be one row.
+        if query_id in seen:
+            raise DatasetError(f"{where}: query id {query_id!r} repeats line {seen[query_id]}")
+        seen[query_id] = number
         queries.append(EvalQuery(query_id, text, frozenset(names[r] for r in relevant)))
     if not queries:
         raise DatasetError(f"{path}: no queries")
