@@ -208,19 +208,18 @@ class Data(prf.Data):
         top = cands[order][:CANDIDATE_POOL]
         return [int(c) for c in top], [float(scores[c]) for c in top]
 
-    def coverage(self, q: int, mode: int = 1) -> float:
-        """idf-weighted share of the query's terms found in BM25's top tool (mode 2: words
-        no tool has count too, at the idf of df 0)."""
-        ids = self.base_bm25[q].ids
-        n = len(self.tfs)
-        unknown = math.log(1 + (n + 0.5) / 0.5)
-        if mode == 2:
-            terms = set(self.query_terms[q])
-        else:
-            terms = {t for t in self.query_terms[q] if t in self.idf}
-        if not ids or not terms:
+    def coverage(self, q: int, mode: int) -> float:
+        """The query's coverage in BM25's first tool: 1 as the product counts it (tune.py's
+        `Lexical.coverage`, over the words the catalog has), 2 with the words no tool has
+        counted too, at the idf of df 0."""
+        first = self.base_bm25[q]
+        if mode == 1:
+            return first.coverage
+        terms = set(self.query_terms[q])
+        if not first.ids or not terms:
             return 1.0
-        top = self.tfs[ids[0]]
+        unknown = math.log(1 + (len(self.tfs) + 0.5) / 0.5)
+        top = self.tfs[first.ids[0]]
         weights = {t: self.idf.get(t, unknown) for t in terms}
         return sum(w for t, w in weights.items() if t in top) / sum(weights.values())
 

@@ -17,8 +17,9 @@ nothing about which tool the words point to, and counting them took the floor fr
 found by all its words but not embedded yet, which is what the floor is for.
 
 `toolsift_bm25` returns each tool's `coverage` (its return type changes, so it is dropped and
-created again); `toolsift_select` is 0024's with the floor so scaled, and, in debug output
-of a hybrid select, `bm25_coverage`. Each idf is rounded to a multiple of 2^-32 before it is
+created again); `toolsift_select` is 0024's with the floor so scaled, the default
+`bm25_scale` 13 instead of 10 (docs/quality.md, "A fourth round"), and, in debug output of a
+hybrid select, `bm25_coverage`. Each idf is rounded to a multiple of 2^-32 before it is
 summed, as the score's parts are (0010): the sums are exact, the same bits in any order, and
 a tool that matches every word has a coverage of exactly 1.
 """

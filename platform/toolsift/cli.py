@@ -49,6 +49,7 @@ from .kit.commands import (
     known_tenant,
     settings_for,
     tenant_session,
+    unwritable,
     valid,
 )
 from .kit.interrupts import StickyInterrupt
@@ -893,22 +894,6 @@ def _csv(value: str, what: str) -> list[str]:
     return items
 
 
-def _unwritable_folder(path: Path) -> str | None:
-    """Why files cannot be written into `path` (made if missing), or None."""
-    if path.exists():
-        if not path.is_dir():
-            return "is a file, not a folder"
-        return None if os.access(path, os.W_OK | os.X_OK) else "cannot be written"
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is a file, not a folder"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} cannot be written"
-    return None
-
-
 @app.command("eval")
 def eval_command(
     dataset_dir: Annotated[
@@ -999,8 +984,8 @@ def eval_command(
     data = data.sample(queries)
     # Found now, not after an hour of selects.
     target = out or Path("eval-results") / data.name
-    if problem := _unwritable_folder(target):
-        raise typer.BadParameter(f"--out {target}: {problem}")
+    if problem := unwritable(target, folder=True):
+        raise typer.BadParameter(problem, param_hint="--out")
     console.print(f"{data.name}: {len(data.tools)} tools, {len(data.queries)} queries")
     try:
         evaluation = evaluate(data, options, console)

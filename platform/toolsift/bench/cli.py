@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from ..kit.commands import unwritable
 from .report import render
 from .run import MODES, REPO, Options, benchmark, resolve_commit
 from .synthetic import Sizes
@@ -26,22 +26,7 @@ def _group() -> None:
 
 def _check_json_path(path: Path | None) -> None:
     """Refuse a --json path that cannot be written before the run, not after its minutes."""
-    if path is None:
-        return
-    problem = None
-    if path.is_dir():
-        problem = f"{path} is a directory"
-    elif not path.parent.is_dir():
-        problem = f"{path.parent} is not a directory"
-    else:
-        try:
-            if path.exists():
-                path.open("a").close()  # neither truncated nor changed
-            else:
-                tempfile.TemporaryFile(dir=path.parent).close()
-        except OSError as error:
-            problem = f"cannot write {path}: {error.strerror or error}"
-    if problem is not None:
+    if path is not None and (problem := unwritable(path)):
         raise typer.BadParameter(problem, param_hint="--json")
 
 
@@ -58,16 +43,15 @@ def _exit_on_fail(passed: Iterable[bool]) -> None:
         raise typer.Exit(1)
 
 
-def _errors(figures: Any) -> int:
-    """Failed requests anywhere in the figures, including runs no target judges (a mode
-    without targets, a baseline): a run whose requests failed measured nothing."""
-    if isinstance(figures, dict):
-        own = figures.get("errors")
-        counted = own if isinstance(own, int) and not isinstance(own, bool) else 0
-        return counted + sum(_errors(v) for k, v in figures.items() if k != "errors")
-    if isinstance(figures, list):
-        return sum(_errors(v) for v in figures)
-    return 0
+def _failed_requests(result: dict[str, Any]) -> int:
+    """Failed requests in every HTTP run, the runs no target judges included (a mode without
+    targets, the baseline's server): a run whose requests failed measured nothing."""
+    return sum(
+        run[part]["errors"]
+        for group in result["groups"]
+        for run in group["runs"]
+        for part in ("http", "http_c1")
+    )
 
 
 @app.command("select")
@@ -153,7 +137,7 @@ def select_command(
     result = benchmark(options, log=lambda line: console.log(line))
     render(result, console)
     _write_json(result, json_path, console)
-    _exit_on_fail([*(t["passed"] for t in result["targets"]), _errors(result) == 0])
+    _exit_on_fail([*(t["passed"] for t in result["targets"]), _failed_requests(result) == 0])
 
 
 @app.command("embed")

@@ -334,11 +334,12 @@ def embed_jobs(
     for r in rows:
         document = document_text(r.name, r.title, r.description, r.input_schema, r.examples)
         digest = text_hash(document)
-        # Current: the vector of this version, of this text (the text a version gives changes
-        # when `document_text` does, and a reindex then recomputes it).
-        if not r.force and r.embedded_version == r.version and r.embedded_text_hash == digest:
+        same_text = not r.force and r.embedded_text_hash == digest
+        # Current: the vector of this version and of this text (the text a version gives
+        # changes when `document_text` does, and a reindex then recomputes it).
+        if same_text and r.embedded_version == r.version:
             continue
-        if not r.force and r.embedded_version is not None and r.embedded_text_hash == digest:
+        if same_text:  # a digest is only stored with a vector
             carried.append((r, digest))
         else:
             todo.append(r)

@@ -261,7 +261,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                     unembedded = status.missing + status.stale
                     if not status.done:
                         console.print(
-                            f"[yellow]{status.missing + status.stale} of {status.tools} tools"
+                            f"[yellow]{unembedded} of {status.tools} tools"
                             " have no current vector: the embedding server refused their text"
                             " (GET /admin/v1/embeddings lists them); BM25 still finds them."
                         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,35 @@ def fail(message: str) -> NoReturn:
     """Exit 2 with the message: bad input or state, not a crash."""
     err.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(2)
+
+
+def unwritable(path: Path, *, folder: bool = False) -> str | None:
+    """Why a command could not write `path` (a file, or with `folder` a folder it makes and
+    writes into), or None: found before a run of minutes, not after it. Tried by writing,
+    since permission bits say nothing to root and nothing of /proc."""
+    if folder:
+        if path.exists() and not path.is_dir():
+            return f"{path} is a file, not a folder"
+        where = path
+        while not where.exists():
+            where = where.parent
+        if not where.is_dir():
+            return f"{where} is a file, not a folder"
+    else:
+        if path.is_dir():
+            return f"{path} is a directory"
+        where = path.parent
+        if not where.is_dir():
+            return f"{where} is not a directory"
+    existing = not folder and path.exists()
+    try:
+        if existing:
+            path.open("a").close()  # neither truncated nor changed
+        else:
+            tempfile.TemporaryFile(dir=where).close()
+    except OSError as error:
+        return f"cannot write {path if existing else f'in {where}'}: {error.strerror or error}"
+    return None
 
 
 def valid(schema: type[Schema], **fields: object) -> Schema:

@@ -25,9 +25,9 @@ class Fusion:
     words alone (one not embedded yet, say) within reach of the top; it is scaled by the
     query's coverage in BM25's first tool (the idf-weighted share of the query's words,
     among those some tool has, that it contains), so a match on one common word of several
-    does not hold dense's answer down.
-    No lexical match at all leaves dense alone. A small `k` lets the first ranks of each
-    list count more than agreement deep down both (docs/quality.md measured these choices).
+    does not hold dense's answer down. No lexical match at all leaves dense alone. A small
+    `k` lets the first ranks of each list count more than agreement deep down both
+    (docs/quality.md measured these choices).
     """
 
     k: float = 3.0
