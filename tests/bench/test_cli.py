@@ -277,3 +277,24 @@ def test_a_baseline_ref_that_names_a_commit_is_measured(monkeypatch: pytest.Monk
     outcome = CliRunner().invoke(app, ["bench", "select", "--baseline-ref", "HEAD"])
     assert outcome.exit_code == 0, outcome.output
     assert asked == ["HEAD"]
+
+
+def test_figures_nothing_was_measured_for_are_written_as_null(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run without writes has no write latency: the file says null, not NaN, which no
+    strict JSON reader (jq, a browser) accepts."""
+    figures = {"writes": {"latency_ms": Latency.of([]).as_dict()}, "checks": {}}
+    monkeypatch.setattr(loadrun, "benchmark", lambda options, log: figures)
+    monkeypatch.setattr(loadrun, "render", lambda result, console: None)
+    out = tmp_path / "figures.json"
+    outcome = CliRunner().invoke(app, ["bench", "load", "--write-share", "0", "--json", str(out)])
+    assert outcome.exit_code == 0, outcome.output
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the figures")
+
+    written = json.loads(out.read_text(), parse_constant=refuse)
+    assert written["writes"]["latency_ms"] == {
+        "count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None,
+    }  # fmt: skip

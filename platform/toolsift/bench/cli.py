@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,8 +33,21 @@ def _check_json_path(path: Path | None) -> None:
 
 def _write_json(result: dict[str, Any], path: Path | None, console: Console) -> None:
     if path is not None:
-        path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        text = json.dumps(_strict(result), indent=2, default=str, allow_nan=False)
+        path.write_text(text + "\n")
         console.print(f"figures written to {path}")
+
+
+def _strict(value: Any) -> Any:
+    """The figures with null for a figure nothing was measured for (a NaN: no writes in a
+    run without them): `NaN` is not JSON, and jq or a browser refuses the whole file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    return value
 
 
 def _exit_on_fail(passed: Iterable[bool]) -> None:
