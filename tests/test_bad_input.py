@@ -16,6 +16,7 @@ from psycopg import sql
 from tests.conftest import OPERATOR_KEY
 from tests.fixtures.factories import PARAMETERS, SUPPORT_CATALOG, Caller, tool_body
 from toolsift.models import Base
+from toolsift.selection.service import argument_errors
 
 TOOLS = "/admin/v1/tools"
 SELECT = "/v1/select"
@@ -598,6 +599,29 @@ class TestToolValidation:
         assert response.status_code == 200, response.text
         assert isinstance(response.json()["allowed"], bool)
 
+    @pytest.mark.parametrize("depth", [65, 300, 900])
+    def test_arguments_nested_past_the_limit_are_refused_naming_them(
+        self, support_agent: Caller, depth: int
+    ) -> None:
+        """The validator's recursion ends near 256 levels, in a ValueError that was a 500."""
+        arguments = {"x": json.loads("[" * depth + "]" * depth)}
+        answer = refused(
+            support_agent.post("/v1/authorize", {"tool": "search_help", "arguments": arguments}),
+            422,
+            "arguments",
+        )
+        assert "64 levels" in answer["message"]
+        nested = {"x": json.loads("[" * 63 + "]" * 63)}
+        call = {"tool": "search_help", "arguments": nested}
+        assert support_agent.post("/v1/authorize", call).status_code == 200
+
+    def test_a_check_the_validator_cannot_finish_refuses_the_call(self) -> None:
+        deep = json.loads("[" * 300 + "]" * 300)
+        schema = {"type": "object", "properties": {"x": {"type": "string"}}}
+        errors = argument_errors(schema, {"x": deep})
+        assert errors
+        assert errors[0].startswith("(root): the arguments could not be checked")
+
     @pytest.mark.parametrize(
         ("body", "field"),
         [
@@ -835,7 +859,11 @@ class TestPathAndQueryValidation:
         self, admin: Caller, unchanged: Unchanged
     ) -> None:
         with unchanged():
-            refused(admin.client.request("PATCH", TOOLS, headers=admin.headers, json={}), 405)
+            response = admin.client.request("PATCH", TOOLS, headers=admin.headers, json={})
+            refused(response, 405)
+        # RFC 9110: a 405 lists the methods the path has, here of two routes (list, upsert...).
+        assert response.headers["allow"] == "GET, POST, PUT"
+        assert admin.client.get("/v1/select").headers["allow"] == "POST"
 
 
 class TestAccessValidation:

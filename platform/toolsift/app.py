@@ -132,13 +132,21 @@ _HTTP_CODES = {
 }
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
 def _allowed(request: Request) -> str:
-    """Every method of the path: Starlette's 405 names only the first route that matched it."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
-            methods |= route.methods or set()
-    return ", ".join(sorted(methods))
+    """Every method of the path: Starlette's 405 names none, or only the first route that
+    matched. Each method is tried against every route, through `matches` alone: routers
+    included by FastAPI are routes of their own that keep their routes' methods private."""
+    return ", ".join(
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.router.routes
+        )
+    )
 
 
 async def _http_error(request: Request, error: Exception) -> JSONResponse:

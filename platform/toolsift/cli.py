@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -57,6 +58,7 @@ from .mcp.cli import app as mcp_app
 from .mcp.cli import start_listener
 from .migrate import ensure_database, upgrade
 from .models import Tenant as TenantRow
+from .ops.logging import Redactor
 from .security import audit
 from .tenants.schemas import TenantCreate, TenantSummary
 from .tenants.service import tenant as tenant_service
@@ -229,6 +231,7 @@ def reindex(
             queued = 0
             for tenant_id in tenants:  # one transaction each: a big catalog holds no other
                 with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+                    audit.track(session, audit.Actor("cli"))
                     queued += embeddings.reindex(session, tenant_id, force=force)
         finally:
             database.dispose()
@@ -531,8 +534,9 @@ def _banner(
     table = Table(show_header=False, box=None)
     table.add_row("API", url)
     table.add_row("API docs", f"{url}/docs")
-    table.add_row("PostgreSQL", libpq_url(database_url))  # as psql takes it
-    table.add_row("Redis", redis_url)
+    # As psql takes it, without a password: stdout is the log under Docker or systemd.
+    table.add_row("PostgreSQL", Text(Redactor()(libpq_url(database_url))))
+    table.add_row("Redis", Text(Redactor()(redis_url)))
     table.add_row("data", str(settings.data_dir.resolve()))
     console.print(table)
     demo = json.loads(state.read_text()) if state is not None and state.exists() else None

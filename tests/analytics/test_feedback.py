@@ -98,6 +98,30 @@ class TestReportCall:
         }
         assert calls(owner_conn) == []
 
+    def test_another_keys_selection_is_404_and_stores_nothing(
+        self, admin: Caller, catalog: dict[str, str], owner_conn: OwnerConn
+    ) -> None:
+        """A supervisor's selection holds tools a support key may not see: reporting on it
+        would confirm their names (`selected`) and write into the other key's figures."""
+        supervisor = agent_key(admin, ["support", "billing"])
+        support = agent_key(admin, ["support"])
+        made = supervisor.ok(supervisor.select("refund the customer order payment"))
+        assert "issue_refund" in [t["name"] for t in made["tools"]]
+        for tool in ("issue_refund", "no_such_tool"):
+            response = support.post(
+                "/v1/tool-calls",
+                {"selection_id": made["selection_id"], "tool": tool, "allowed": False},
+            )
+            assert response.status_code == 404, response.text
+            assert response.json() == {
+                "error": {
+                    "code": "not_found", "message": "no such selection", "field": "selection_id",
+                }
+            }  # fmt: skip
+        assert calls(owner_conn) == []
+        own = {"selection_id": made["selection_id"], "tool": "issue_refund", "allowed": True}
+        assert supervisor.ok(supervisor.post("/v1/tool-calls", own), 201)["selected"] is True
+
     @pytest.mark.parametrize(
         ("change", "field"),
         [

@@ -222,6 +222,11 @@ class TestTenantAndKeys:
         )
         assert jobs == {t: _count(database, t) for t in tenants}
         assert f"queued {sum(jobs.values())} tools of 2 tenants" in result.output
+        audited = owner_conn.execute(
+            "SELECT tenant_id, actor, action, row_key FROM audit_log"
+            " WHERE table_name = 'embedding_reindex'"
+        ).fetchall()
+        assert sorted(audited) == sorted((t, "cli", "insert", {"force": True}) for t in tenants)
 
     @pytest.mark.parametrize("tenants", [[], ["--all-tenants", "--tenant", str(UUID(int=1))]])
     def test_reindex_needs_one_tenant_or_all(self, tenants: list[str]) -> None:
@@ -639,3 +644,29 @@ def test_up_warns_when_the_development_stack_is_reachable_from_other_machines() 
     for unsaid in ("demo", "pepper", "/metrics"):
         assert unsaid not in warning
     assert exposure("toolsift.example", development, demo=False) is not None
+
+
+def test_up_prints_the_servers_it_uses_without_their_passwords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under Docker or systemd, stdout is the log: a password in DATABASE_URL or REDIS_URL
+    must not be printed there, while the rest of the address still is."""
+    from rich.console import Console
+
+    from toolsift import cli
+
+    console = Console(record=True, width=200)
+    monkeypatch.setattr(cli, "console", console)
+    cli._banner(
+        Settings(env="development", data_dir=tmp_path),
+        "127.0.0.1",
+        8000,
+        "postgresql+psycopg://toolsift:pg-Secret-123@db.internal:5432/toolsift",
+        "redis://:redis-Secret-456@cache.internal:6379/0",
+        None,
+    )
+    printed = console.export_text()
+    assert "pg-Secret-123" not in printed
+    assert "redis-Secret-456" not in printed
+    assert "postgresql://toolsift:[redacted]@db.internal:5432/toolsift" in printed
+    assert "redis://:[redacted]@cache.internal:6379/0" in printed

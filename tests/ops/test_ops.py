@@ -25,6 +25,7 @@ from toolsift.config import Settings
 from toolsift.db import HOT_POOL_NAME, Database
 from toolsift.embedded import EmbeddedRedis
 from toolsift.ops import logging as ops_logging
+from toolsift.security.audit import row_hash
 
 from ..fixtures.factories import Caller, agent_key, new_tenant, support_catalog
 
@@ -269,6 +270,23 @@ class TestAudit:
             ),
             ("api_key_roles", (("key_id", key_id), ("role_id", catalog["billing"]))),
         }
+
+    @pytest.mark.parametrize("force", [False, True])
+    def test_a_reindex_request_is_recorded(
+        self, admin: Caller, catalog: dict[str, str], force: bool
+    ) -> None:
+        """It writes outbox rows, which the audit hook does not see, and with `force` it has
+        the workers recompute every vector: who asked is on record."""
+        path = "/admin/v1/embeddings/reindex" + ("?force=true" if force else "")
+        queued = admin.ok(admin.post(path), 202)["queued"]
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+        [entry] = [i for i in items if i["table_name"] == "embedding_reindex"]
+        key_id = str(uuid.UUID(admin.key.split("_")[2]))  # tsk_<tenant>_<key id>_<secret>
+        assert (entry["actor"], entry["actor_key_id"]) == ("key", key_id)
+        assert (entry["action"], entry["row_key"], entry["changed"]) == (
+            "insert", {"force": force}, ["queued"],
+        )  # fmt: skip
+        assert entry["after_hash"] == row_hash({"force": force, "queued": queued})
 
     def test_agent_traffic_is_not_audited(self, admin: Caller, support_agent: Caller) -> None:
         before = len(admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"])

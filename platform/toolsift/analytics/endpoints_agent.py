@@ -15,7 +15,8 @@ router = APIRouter(route_class=StrictJSONRoute, tags=["agent"], responses=ERRORS
 def report_tool_call(data: ToolCallCreate, ctx: AgentContext) -> ToolCallRead:
     """Report the tool the model called after a select (by `selection_id`).
 
-    This is what makes recall of the called tool measurable. An unknown selection id, or one
-    of another tenant, gets 404 and nothing is stored.
+    This is what makes recall of the called tool measurable. Report with the key that made
+    the selection: an unknown selection id, or one of another key or tenant, gets 404 and
+    nothing is stored.
     """
     return analytics_service.record_call(ctx.session, ctx.principal, data)

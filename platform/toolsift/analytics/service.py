@@ -29,9 +29,11 @@ from .schemas import ToolCallCreate, ToolCallRead
 
 Row = TypeVar("Row", bound=BaseModel)
 
+# The key that made the selection only: it may hold tools another key of the tenant may not
+# see, and `selected` would confirm their names to it.
 _SELECTION = text(
     "SELECT created_at, :tool = ANY (tool_names) AS selected FROM selection_logs"
-    " WHERE tenant_id = :tenant_id AND id = :id"
+    " WHERE tenant_id = :tenant_id AND id = :id AND key_id = :key_id"
 )
 
 
@@ -168,13 +170,20 @@ class AnalyticsService:
     def record_call(
         self, session: Session, principal: Principal, data: ToolCallCreate
     ) -> ToolCallRead:
-        """Store a tool call against its selection; 404 for an unknown or foreign selection."""
+        """Store a tool call against its selection; 404 for an unknown selection, or another
+        key's or tenant's."""
         found = session.execute(
             _SELECTION,
-            {"tenant_id": principal.tenant_id, "id": data.selection_id, "tool": data.tool},
+            {
+                "tenant_id": principal.tenant_id,
+                "id": data.selection_id,
+                "key_id": principal.key_id,
+                "tool": data.tool,
+            },
         ).first()
         if found is None:
-            # Under RLS another tenant's selection is indistinguishable from none at all.
+            # Under RLS another tenant's selection is indistinguishable from none at all, and
+            # another key's is answered the same.
             raise NotFound("no such selection", field="selection_id")
         call_id = uuid.uuid4()
         try:

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from ..db import ALL_PERMISSIONS, Database
 from ..lexical.analysis import split_identifier
 from ..models import Tool
+from ..security import audit
 from .base import EmbeddingBackend, EmbeddingError, EmbeddingUnavailable, vector_literal
 
 _log = logging.getLogger(__name__)
@@ -596,7 +597,18 @@ def reindex(
         ),
         {"tenant_id": tenant_id, "kind": REEMBED if force else EMBED, "model": missing_in},
     )
-    return _rowcount(rows)
+    queued = _rowcount(rows)
+    # An admin's request to recompute (every vector, with `force`): audited like a change,
+    # since the outbox rows it writes are not ORM rows the audit hook sees.
+    audit.record(
+        session,
+        table="embedding_reindex",
+        key={"force": force},
+        action="insert",
+        changed=["queued"],
+        after={"force": force, "queued": queued},
+    )
+    return queued
 
 
 def _rowcount(result: Result[Any]) -> int:

@@ -37,6 +37,23 @@ def escape_unstorable(text: str) -> str:
 MAX_DEPTH = 64
 
 
+def too_deep(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """The path of the first list or object nested past `MAX_DEPTH`, or None: input that is
+    only read (a tool call's arguments) is bounded too, since the validators' recursion is."""
+    if not isinstance(value, dict | list):
+        return None
+    if depth >= MAX_DEPTH:
+        return path
+    if isinstance(value, dict):
+        named = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+    else:
+        named = ((f"{path}[{i}]", item) for i, item in enumerate(value))
+    for here, item in named:
+        if (found := too_deep(item, here, depth + 1)) is not None:
+            return found
+    return None
+
+
 def find_unstorable(value: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
     """The path of the first value (or key) that cannot be stored, or served back, and why."""
     if isinstance(value, str):

@@ -8,6 +8,7 @@ from pydantic_core import PydanticCustomError
 
 from ..access.schemas import RoleName
 from ..kit.schemas import Schema
+from ..kit.text import MAX_DEPTH, too_deep
 from ..tools.definitions import Format
 from ..tools.schemas import MAX_TOOL_NAME
 
@@ -139,8 +140,19 @@ class AuthorizeRequest(Schema):
     tool: str = Field(min_length=1, max_length=200)
     roles: list[RoleName] | None = Field(default=None, max_length=50)
     arguments: dict[str, Any] | None = Field(
-        default=None, description="When given, also checked against the tool's input schema."
+        default=None,
+        description=(
+            "When given, also checked against the tool's input schema. At most"
+            f" {MAX_DEPTH} levels of nesting."
+        ),
     )
+
+    @field_validator("arguments")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and (path := too_deep(value)) is not None:
+            raise ValueError(f"values nested more than {MAX_DEPTH} levels deep (at {path})")
+        return value
 
 
 class AuthorizeResponse(BaseModel):

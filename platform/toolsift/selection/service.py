@@ -326,10 +326,13 @@ def argument_errors(schema: dict[str, Any], arguments: Any) -> list[str]:
     except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as error:
         reason = str(error).splitlines()[0]
         return [f"(schema): the tool's input schema cannot check arguments: {reason}"]
-    return sorted(
-        f"{'/'.join(str(p) for p in e.instance_path) or '(root)'}: {e.message}"
-        for e in validator.iter_errors(arguments)
-    )
+    try:
+        return sorted(
+            f"{'/'.join(str(p) for p in e.instance_path) or '(root)'}: {e.message}"
+            for e in validator.iter_errors(arguments)
+        )
+    except ValueError as error:  # the validator's own bounds (its recursion limit): a refusal
+        return [f"(root): the arguments could not be checked: {str(error).splitlines()[0]}"]
 
 
 selection = SelectionService()
