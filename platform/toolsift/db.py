@@ -115,6 +115,10 @@ class Database:
 HOT_POOL_NAME = "toolsift-select"
 
 
+# Seconds the select pool keeps reconnecting on its own after losing its connections.
+RECONNECT_TIMEOUT = 4.0
+
+
 class HotPool:
     """The select hot path's connections: asyncio, autocommit, one statement per request.
 
@@ -136,6 +140,11 @@ class HotPool:
 
     def _pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
         # A fixed size: connections are made at start and after a loss, never per request.
+        # Reconnecting backs off (1, 2, 4, ... s) until `reconnect_timeout`, and the pool's
+        # default of 5 minutes let the wait between two attempts grow to half an outage: a
+        # database down 35 s was back 18 s before the selects were. Past this shorter
+        # timeout the pool stops trying on its own, and the next request that waits for a
+        # connection makes it try again at once.
         return AsyncConnectionPool(
             self.conninfo,
             min_size=self.size,
@@ -143,6 +152,7 @@ class HotPool:
             kwargs={"autocommit": True, "application_name": HOT_POOL_NAME},
             configure=_hot_connection,
             timeout=self.timeout,
+            reconnect_timeout=RECONNECT_TIMEOUT,
             open=False,
             name="select",
         )
