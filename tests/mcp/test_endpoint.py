@@ -167,6 +167,20 @@ class TestSearchTools:
         billing = agent_key(admin, ["billing"], name="billing")
         assert "issue_refund" in _names(_call(base_url, billing.key, args)[1])
 
+    def test_asserted_roles_narrow_what_is_found(
+        self, base_url: str, support_agent: Caller
+    ) -> None:
+        """The key may act as support or billing: asserting one of them finds only its tools,
+        as a select with `roles` does."""
+        args = {"query": "refund the customer order payment", "k": 50, "budget_tokens": 200_000}
+        assert "issue_refund" in _names(_call(base_url, support_agent.key, args)[1])
+        as_support = _names(_call(base_url, support_agent.key, {**args, "roles": ["support"]})[1])
+        assert "issue_refund" not in as_support
+        assert "order_status" in as_support
+        as_billing = _names(_call(base_url, support_agent.key, {**args, "roles": ["billing"]})[1])
+        assert "issue_refund" in as_billing
+        assert "order_status" not in as_billing
+
     def test_a_role_not_granted_is_an_error_naming_the_field(
         self, base_url: str, support_agent: Caller
     ) -> None:

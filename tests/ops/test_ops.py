@@ -271,6 +271,40 @@ class TestAudit:
             ("api_key_roles", (("key_id", key_id), ("role_id", catalog["billing"]))),
         }
 
+    def test_keys_the_tenant_and_a_tool_deleted_and_revived_are_recorded(
+        self, admin: Caller, catalog: dict[str, str]
+    ) -> None:
+        """Each kind of change an audit must not miss, as (table, action, changed columns)."""
+        key_id = admin.ok(admin.post("/admin/v1/keys", {"name": "ops", "scope": "admin"}), 201)[
+            "id"
+        ]
+        admin.ok(admin.delete(f"/admin/v1/keys/{key_id}"))
+        admin.ok(admin.patch("/admin/v1/tenant", {"name": "acme-renamed"}))
+        tool_id = catalog["refund_policy"]
+        admin.ok(admin.delete(f"/admin/v1/tools/{tool_id}"), 204)
+        revived = {"name": "refund_policy", "description": "Explain the refund policy again"}
+        admin.ok(admin.put("/admin/v1/tools", {"tools": [revived]}))
+        items = admin.ok(admin.get("/admin/v1/audit?limit=1000"))["items"]
+
+        def trail(table: str, row_id: str) -> list[tuple[str, set[str]]]:
+            return [
+                (i["action"], set(i["changed"]))
+                for i in reversed(items)
+                if i["table_name"] == table and i["row_key"].get("id") == row_id
+            ]
+
+        keys = trail("api_keys", key_id)
+        assert [action for action, _ in keys] == ["insert", "update"]
+        assert "revoked_at" in keys[1][1]
+        assert any(
+            i["table_name"] == "tenants" and i["action"] == "update" and "name" in i["changed"]
+            for i in items
+        )
+        tool = trail("tools", tool_id)
+        assert [action for action, _ in tool] == ["insert", "update", "update"]
+        assert "deleted_at" in tool[1][1]
+        assert {"deleted_at", "description", "version"} <= tool[2][1]
+
     @pytest.mark.parametrize("force", [False, True])
     def test_a_reindex_request_is_recorded(
         self, admin: Caller, catalog: dict[str, str], force: bool

@@ -153,3 +153,17 @@ def test_text_beyond_ascii_costs_what_the_server_writes_out(admin: Caller, fmt: 
     assert body["tokens"] == math.ceil(len(wire[1:-1].encode()) / 4)
     listed = admin.ok(admin.get("/admin/v1/tools"))["items"]
     assert body["tokens"] == listed[0]["token_costs"][fmt]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_budget_exactly_filled_takes_the_tool_that_fills_it(agent: Caller, fmt: str) -> None:
+    """The budget is inclusive: a tool whose cost equals what is left is taken, one token
+    less and it is not."""
+    whole = agent.ok(agent.select(QUERY, mode="bm25", format=fmt, budget_tokens=200_000))
+    exact = agent.ok(agent.select(QUERY, mode="bm25", format=fmt, budget_tokens=whole["tokens"]))
+    assert exact["tools"] == whole["tools"]
+    assert exact["tokens"] == whole["tokens"]
+    short = agent.ok(
+        agent.select(QUERY, mode="bm25", format=fmt, budget_tokens=whole["tokens"] - 1)
+    )
+    assert len(short["tools"]) == len(whole["tools"]) - 1

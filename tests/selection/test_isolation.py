@@ -189,6 +189,17 @@ class TestOtherTenantsTools:
         ]
 
 
+    def test_authorize_reads_a_deleted_tool_as_unknown(self, acme: Tenant) -> None:
+        call = {"tool": "search_help", "arguments": {}}
+        assert acme.agent.ok(acme.agent.post("/v1/authorize", call))["allowed"] is True
+        listed = acme.admin.ok(acme.admin.get("/admin/v1/tools", params={"limit": 1000}))
+        [tool_id] = [t["id"] for t in listed["items"] if t["name"] == "search_help"]
+        acme.admin.ok(acme.admin.delete(f"/admin/v1/tools/{tool_id}"), 204)
+        unknown = {"tool": "no_such_tool", "arguments": {}}
+        assert acme.agent.ok(acme.agent.post("/v1/authorize", call)) == acme.agent.ok(
+            acme.agent.post("/v1/authorize", unknown)
+        )
+
 class TestOtherTenantsVolume:
     # BM25 only: its statistics are what another tenant's writes could move. A cosine distance
     # reads one vector and the query, and hybrid fuses those two ranks; both modes' isolation
