@@ -188,7 +188,6 @@ class TestOtherTenantsTools:
             "allowed"
         ]
 
-
     def test_authorize_reads_a_deleted_tool_as_unknown(self, acme: Tenant) -> None:
         call = {"tool": "search_help", "arguments": {}}
         assert acme.agent.ok(acme.agent.post("/v1/authorize", call))["allowed"] is True
@@ -199,6 +198,7 @@ class TestOtherTenantsTools:
         assert acme.agent.ok(acme.agent.post("/v1/authorize", call)) == acme.agent.ok(
             acme.agent.post("/v1/authorize", unknown)
         )
+
 
 class TestOtherTenantsVolume:
     # BM25 only: its statistics are what another tenant's writes could move. A cosine distance
