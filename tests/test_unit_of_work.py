@@ -40,9 +40,14 @@ class TestCommitFailure:
         app = create_app(settings, database)
         with TestClient(app, raise_server_exceptions=False) as client, failing_commits(database):
             response = client.post(
-                "/admin/v1/permissions", json={"name": "crm.read"}, headers=admin.headers
+                "/admin/v1/permissions",
+                json={"name": "crm.read"},
+                headers={**admin.headers, "X-Request-ID": "rid-500"},
             )
         assert response.status_code == 500
+        # In the API's error shape, with the id that finds the traceback in the logs.
+        assert response.json() == {"error": {"code": "internal_error", "message": "internal error"}}
+        assert response.headers["x-request-id"] == "rid-500"
         assert admin.ok(admin.get("/admin/v1/permissions")) == []
 
 

@@ -171,6 +171,21 @@ class TestRequests:
             assert secret not in logged
             assert secret.split("_", 3)[-1] not in logged
 
+    @pytest.mark.parametrize(
+        "secret", ['pepper"with-quote', "pepper\\with-backslash", "pépper-ünïcode"]
+    )
+    def test_a_secret_json_escapes_is_redacted_too(self, secret: str) -> None:
+        stream = io.StringIO()
+        try:
+            ops_logging.configure(fmt="json", secrets=[secret], stream=stream)
+            logging.getLogger("toolsift.test").warning("the pepper is %s", secret,
+                                                       extra={"detail": {"set": [secret]}})  # fmt: skip
+        finally:
+            ops_logging.configure(fmt="json")
+        entry = json.loads(stream.getvalue())
+        assert entry["message"] == "the pepper is [redacted]"
+        assert entry["detail"] == {"set": ["[redacted]"]}
+
     def test_requests_are_logged_once_by_the_app_not_again_by_uvicorn(
         self, settings: Settings, database: Database
     ) -> None:

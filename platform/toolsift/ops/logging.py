@@ -78,7 +78,18 @@ class JsonFormatter(logging.Formatter):
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return self.redact(json.dumps(entry, default=str))
+        # Each text before it is escaped: a secret holding a quote, a backslash or a
+        # character beyond ASCII is written escaped, and would no longer match.
+        return json.dumps(self._scrubbed(entry))
+
+    def _scrubbed(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {self.redact(str(k)): self._scrubbed(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._scrubbed(v) for v in value]
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        return self.redact(str(value))
 
 
 class TextFormatter(logging.Formatter):

@@ -63,11 +63,12 @@ class RequestContext:
         notes_token = _select_notes.set(notes)
         started = time.perf_counter()
         status = 500
+        responded = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, responded
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, responded = message["status"], True
                 headers = [(k, v) for k, v in message.get("headers", []) if k != b"x-request-id"]
                 headers.append((b"x-request-id", rid.encode()))
                 message = {**message, "headers": headers}
@@ -80,7 +81,11 @@ class RequestContext:
                 await self.app(scope, receive, send_with_id)
         except Exception:
             _access.exception("unhandled error")
-            raise
+            if responded:  # too late for an answer of our own
+                raise
+            # Answered here rather than by the framework's outer handler, which sends plain
+            # text and no request id: the id is what finds this traceback in the logs.
+            await _send_json(send_with_id, 500, "internal_error", "internal error", None)
         finally:
             elapsed = time.perf_counter() - started
             route = _route(scope)
@@ -102,23 +107,23 @@ class RequestContext:
             request_id.reset(token)
 
     async def _refuse_query(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "uri_too_long",
-                    "message": f"query string exceeds {self.max_query_bytes} bytes",
-                    "field": "query",
-                }
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 414,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        message = f"query string exceeds {self.max_query_bytes} bytes"
+        await _send_json(send, 414, "uri_too_long", message, "query")
+
+
+async def _send_json(send: Send, status: int, code: str, message: str, field: str | None) -> None:
+    error: dict[str, str] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    body = json.dumps({"error": error}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
