@@ -108,6 +108,15 @@ class TestCompose:
             if "build" in service:
                 assert service["env_file"] == [{"path": "toolsift.env", "required": False}], name
 
+    def test_only_the_api_keeps_metrics_files(self, services: dict[str, Any]) -> None:
+        """Every process that imports the app's counters in multiprocess mode writes a file
+        per pid: a health check's `toolsift ping`, every 30 s, left one each time."""
+        assert "PROMETHEUS_MULTIPROC_DIR" not in DOCKERFILE.read_text()
+        keeping = {
+            n for n, s in services.items() if "PROMETHEUS_MULTIPROC_DIR" in s.get("environment", {})
+        }
+        assert keeping == {"api"}
+
     def test_unknown_commands_are_caught(self) -> None:
         with pytest.raises(Exception, match=r"(?i)no such"):
             _check_cli(["toolsift", "serve", "--no-such-option"])
