@@ -30,6 +30,7 @@ from .world import Caller, World, callers, check_error, check_selection, request
 # The variables only lower them for a quick local run.
 IN_PROCESS_CASES = int(os.environ.get("TOOLSIFT_TEST_PROPERTY_CASES", "3000"))
 HTTP_CASES = int(os.environ.get("TOOLSIFT_TEST_HTTP_CASES", "400"))
+MCP_CASES = int(os.environ.get("TOOLSIFT_TEST_MCP_CASES", "300"))
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -156,3 +157,75 @@ def run_over_http(
     holds()
     record_property("property_cases", cases)
     assert cases >= HTTP_CASES
+
+
+def search_over_mcp(client: TestClient, caller: Caller, arguments: dict[str, Any]) -> Answer:
+    """The MCP search tool's answer: 200 and its result, or 422 and its error."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": arguments},
+    }
+    response = client.post(
+        "/mcp",
+        content=json.dumps(call, ensure_ascii=True).encode(),
+        headers={
+            "authorization": f"Bearer {caller.key.secret}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        },
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    if result.get("isError"):
+        return 422, result["structuredContent"]["error"]
+    return 200, result["structuredContent"]
+
+
+def run_over_mcp(
+    world: World, client: TestClient, record_property: Callable[[str, object], None]
+) -> None:
+    """The search tool agents call over MCP: a select in the tenant's default mode (hybrid)
+    of one query, under the same rules as `/v1/select`."""
+    cases = 0
+
+    @_settings(MCP_CASES)
+    @given(caller=callers(world), body=requests(world, "hybrid"))
+    def holds(caller: Caller, body: dict[str, Any]) -> None:
+        nonlocal cases
+        query, recent = body["task"]["plan"], body["task"]["recent_tools"]
+        arguments: dict[str, Any] = {
+            "query": query,
+            "recent_tools": recent,
+            "k": body["k"],
+            "budget_tokens": body["budget_tokens"],
+            "format": body["format"],
+        }
+        if caller.roles is not None:
+            arguments["roles"] = caller.roles
+        # The select the search stands for, which the answer is judged as.
+        select = {
+            **{k: body[k] for k in ("k", "budget_tokens", "format")},
+            "messages": [{"role": "user", "content": query}],
+            "task": {"plan": "", "recent_tools": recent},
+            "mode": "hybrid",
+            "debug": False,
+        }
+        first = search_over_mcp(client, caller, arguments)
+        status, answer = first
+        if status == 200:
+            check_selection(world, caller, select, answer)
+        else:  # the one refusal: a role the key was not granted, named, nothing shown
+            lacking = [i for i, r in enumerate(caller.roles or []) if r not in caller.key.roles]
+            assert lacking, f"refused although every asserted role is granted: {answer}"
+            assert answer["field"] == f"roles[{lacking[0]}]", answer
+            shown = json.dumps(answer, ensure_ascii=False)
+            assert not [m for m in world.markers if m in shown], shown
+        second = search_over_mcp(client, caller, arguments)
+        assert _without_id(second) == _without_id(first), "same input, different output"
+        cases += 1
+
+    holds()
+    record_property("property_cases", cases)
+    assert cases >= MCP_CASES

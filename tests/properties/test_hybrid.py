@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingBackend
 
-from .harness import run_in_process, run_over_http
+from .harness import run_in_process, run_over_http, run_over_mcp
 from .world import World
 
 # Thousands of cases: far past the suite's per-test timeout on a busy machine.
@@ -32,3 +32,9 @@ def test_over_http(
     world: World, http: TestClient, record_property: Callable[[str, object], None]
 ) -> None:
     run_over_http(MODE, world, http, record_property)
+
+
+def test_the_search_tool_over_mcp(
+    world: World, http: TestClient, record_property: Callable[[str, object], None]
+) -> None:
+    run_over_mcp(world, http, record_property)
