@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -117,6 +118,9 @@ HOT_POOL_NAME = "toolsift-select"
 
 # Seconds the select pool keeps reconnecting on its own after losing its connections.
 RECONNECT_TIMEOUT = 4.0
+# Seconds a select's statement may take before it is cancelled and answered with a 503: a
+# database that stops answering (a stopped postmaster, a partition) held it forever.
+SELECT_TIMEOUT = 10.0
 
 
 class HotPool:
@@ -131,10 +135,18 @@ class HotPool:
     it fail no later request, and it reconnects in the background.
     """
 
-    def __init__(self, url: str, *, size: int = 4, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        size: int = 4,
+        timeout: float = 5.0,
+        statement_timeout: float = SELECT_TIMEOUT,
+    ) -> None:
         self.conninfo = libpq_url(normalise_database_url(url))
         self.size = size
         self.timeout = timeout
+        self.statement_timeout = statement_timeout
         self.pool = self._pool()
         self._drained_at = 0.0
 
@@ -174,9 +186,14 @@ class HotPool:
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         try:
             async with self.pool.connection() as conn:
-                yield conn
+                # Cancelling sends the server a cancel request and waits up to 5 s for it;
+                # a connection left in an unknown state is closed by the pool.
+                async with asyncio.timeout(self.statement_timeout):
+                    yield conn
         except PoolTimeout as error:  # busy or still reconnecting: nothing to drop
             raise OperationalError("select connection", None, error) from error
+        except TimeoutError as error:
+            raise OperationalError("select statement", None, error) from error
         except psycopg.OperationalError as error:
             if time.monotonic() - self._drained_at > 1.0:  # once for a burst of failures
                 self._drained_at = time.monotonic()

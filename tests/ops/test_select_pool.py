@@ -1,21 +1,56 @@
-"""The select pool after a database outage longer than its first few reconnect attempts."""
+"""The select pool and the metrics' database gauges when the database goes away or hangs."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-import psycopg
+import psutil
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from toolsift.db import APP_ROLE, RECONNECT_TIMEOUT, HotPool
+from toolsift.db import RECONNECT_TIMEOUT, Database, HotPool
 from toolsift.embedded.postgres import EmbeddedPostgres
+from toolsift.migrate import ensure_database, upgrade
+from toolsift.ops import metrics
 
 # Long enough that the pool's own reconnect attempts, backing off 1, 2, 4, 8 s, are asleep
 # when the database returns: with the pool's default timeout the next was 14 s away.
 OUTAGE = 16.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    """A PostgreSQL of this module's own, since the tests stop it."""
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", fast=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def url(server: EmbeddedPostgres) -> str:
+    database_url = ensure_database(server.url, "toolsift")
+    upgrade(database_url)
+    return database_url
+
+
+@contextmanager
+def frozen(server: EmbeddedPostgres) -> Iterator[None]:
+    """Every process of the server stopped (SIGSTOP): it accepts connections, answers none."""
+    postmaster = int((server.pgdata / "postmaster.pid").read_text().split()[0])
+    processes = [psutil.Process(postmaster), *psutil.Process(postmaster).children()]
+    for process in processes:
+        os.kill(process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for process in processes:
+            os.kill(process.pid, signal.SIGCONT)
 
 
 async def _select_one(hot: HotPool) -> None:
@@ -23,40 +58,82 @@ async def _select_one(hot: HotPool) -> None:
         await conn.execute("SELECT 1")
 
 
-async def _outage(hot: HotPool, server: EmbeddedPostgres) -> float:
-    """Seconds from the database's return to the first select answered."""
-    await hot.open()
-    await _select_one(hot)
-    server.stop()
-    with pytest.raises(OperationalError):  # the pool learns of the loss, and drains
+def test_selects_are_answered_soon_after_a_long_outage_ends(
+    server: EmbeddedPostgres, url: str
+) -> None:
+    async def outage(hot: HotPool) -> float:
+        """Seconds from the database's return to the first select answered."""
+        await hot.open()
         await _select_one(hot)
-    await asyncio.sleep(OUTAGE)
-    await asyncio.to_thread(server.start)
-    back = time.monotonic()
-    while True:
-        try:
-            await _select_one(hot)
-            return time.monotonic() - back
-        except OperationalError:
-            if time.monotonic() - back > 60:
-                raise
-
-
-def test_selects_are_answered_soon_after_a_long_outage_ends(tmp_path: Path) -> None:
-    server = EmbeddedPostgres(tmp_path / "pg", fast=True)
-    url = server.start()
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"CREATE ROLE {APP_ROLE} NOLOGIN")
-        hot = HotPool(url, size=2, timeout=2.0)
-
-        async def run() -> float:
-            try:
-                return await _outage(hot, server)
-            finally:
-                await hot.close()
-
-        lag = asyncio.run(run())
-    finally:
         server.stop()
+        with pytest.raises(OperationalError):  # the pool learns of the loss, and drains
+            await _select_one(hot)
+        await asyncio.sleep(OUTAGE)
+        await asyncio.to_thread(server.start)
+        back = time.monotonic()
+        while True:
+            try:
+                await _select_one(hot)
+                return time.monotonic() - back
+            except OperationalError:
+                if time.monotonic() - back > 60:
+                    raise
+
+    async def run() -> float:
+        hot = HotPool(url, size=2, timeout=2.0)
+        try:
+            return await outage(hot)
+        finally:
+            await hot.close()
+
+    lag = asyncio.run(run())
     assert lag < RECONNECT_TIMEOUT, f"the first select was answered {lag:.1f} s after"
+
+
+def test_a_database_that_stops_answering_fails_a_select_instead_of_holding_it(
+    server: EmbeddedPostgres, url: str
+) -> None:
+    async def run() -> tuple[float, float]:
+        hot = HotPool(url, size=1, timeout=2.0, statement_timeout=1.0)
+        try:
+            await hot.open()
+            await _select_one(hot)
+            with frozen(server):
+                started = time.monotonic()
+                with pytest.raises(OperationalError):
+                    await _select_one(hot)
+                failed_after = time.monotonic() - started
+            started = time.monotonic()
+            while True:  # and once it answers again, so do selects
+                try:
+                    await _select_one(hot)
+                    return failed_after, time.monotonic() - started
+                except OperationalError:
+                    assert time.monotonic() - started < 30
+
+        finally:
+            await hot.close()
+
+    failed_after, recovered_after = asyncio.run(run())
+    # The statement's second, then up to 5 s for the cancel request and 5 s for its answer.
+    assert failed_after < 12, failed_after
+    assert recovered_after < 10, recovered_after
+
+
+def test_a_scrape_does_not_wait_for_a_database_that_stops_answering(
+    server: EmbeddedPostgres, url: str
+) -> None:
+    database = Database(url, pool_size=1)
+    try:
+        gauges = {m.name: m.samples[0].value for m in metrics.DatabaseGauges(database).collect()}
+        assert gauges["toolsift_database_up"] == 1
+        with frozen(server):
+            started = time.monotonic()
+            gauges = {
+                m.name: m.samples[0].value for m in metrics.DatabaseGauges(database).collect()
+            }
+            waited = time.monotonic() - started
+        assert gauges == {"toolsift_database_up": 0}
+        assert waited < metrics.GAUGES_TIMEOUT + 1, waited
+    finally:
+        database.dispose()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import lru_cache
 from typing import Any, Literal
@@ -22,6 +20,7 @@ from ..kit.errors import ErrorBody
 from ..kit.routing import StrictJSONRoute
 from ..migrate import head_revision
 from . import metrics
+from .bounded import SingleFlight
 
 router = APIRouter(route_class=StrictJSONRoute, tags=["health"])
 _log = logging.getLogger(__name__)
@@ -30,9 +29,7 @@ _BROKER_TIMEOUT = 1.0
 # partition) would hold the probe as long as the socket stays open: the check runs in a
 # thread of its own, and past this the probe answers without it.
 _DATABASE_TIMEOUT = 2.0
-_checks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="readyz")
-_pending: Future[str | None] | None = None
-_pending_lock = threading.Lock()
+_checks: SingleFlight[str | None] = SingleFlight("readyz")
 
 
 class Health(BaseModel):
@@ -104,14 +101,8 @@ def readyz(request: Request) -> JSONResponse:
 
 
 def _database_revision(database: Any) -> str | None:
-    """The schema revision, within `_DATABASE_TIMEOUT`; at most one check in flight, so a
-    database that hangs holds one thread and one connection, not one per probe."""
-    global _pending
-    with _pending_lock:
-        if _pending is None or _pending.done():
-            _pending = _checks.submit(_revision, database)
-        pending = _pending
-    return pending.result(timeout=_DATABASE_TIMEOUT)
+    """The schema revision, within `_DATABASE_TIMEOUT` (`ops.bounded`)."""
+    return _checks.result(lambda: _revision(database), _DATABASE_TIMEOUT)
 
 
 def _revision(database: Any) -> str | None:

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import text
 
 from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, Database, as_observer
+from .bounded import SingleFlight
 
 _log = logging.getLogger(__name__)
 
@@ -154,25 +155,38 @@ class DatabaseGauges(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         values: list[tuple[SqlGauge, float]] = []
         up = 1.0
-        try:
-            with self.database.unit_of_work(None, permissions=ALL_PERMISSIONS) as session:
-                session.execute(text("SELECT set_config('statement_timeout', '2000', true)"))
-                as_observer(session)
-                for gauge in GAUGES:
-                    readable = all(
-                        session.execute(
-                            _READABLE, {"table": t, "column": c, "role": OBSERVER_ROLE}
-                        ).scalar_one()
-                        for t, c in gauge.needs
-                    )
-                    if readable:
-                        values.append((gauge, float(session.execute(text(gauge.sql)).scalar_one())))
+        try:  # bounded: a database that stops answering must not hang the scrape with it
+            values = _gauge_reads.result(self._read, GAUGES_TIMEOUT)
+        except TimeoutError:  # concurrent.futures' own, since Python 3.11
+            _log.warning("metrics: database gauges not read within %s s", GAUGES_TIMEOUT)
+            up = 0.0
         except Exception:  # a scrape must not fail because the database is down
             _log.warning("metrics: database gauges unavailable", exc_info=True)
             up = 0.0
         yield GaugeMetricFamily("toolsift_database_up", "1 if the gauges could be read.", up)
         for gauge, value in values:
             yield GaugeMetricFamily(gauge.name, gauge.help, value=value)
+
+    def _read(self) -> list[tuple[SqlGauge, float]]:
+        values: list[tuple[SqlGauge, float]] = []
+        with self.database.unit_of_work(None, permissions=ALL_PERMISSIONS) as session:
+            session.execute(text("SELECT set_config('statement_timeout', '2000', true)"))
+            as_observer(session)
+            for gauge in GAUGES:
+                readable = all(
+                    session.execute(
+                        _READABLE, {"table": t, "column": c, "role": OBSERVER_ROLE}
+                    ).scalar_one()
+                    for t, c in gauge.needs
+                )
+                if readable:
+                    values.append((gauge, float(session.execute(text(gauge.sql)).scalar_one())))
+        return values
+
+
+# Seconds a scrape waits for the gauges before it answers with `toolsift_database_up 0`.
+GAUGES_TIMEOUT = 3.0
+_gauge_reads: SingleFlight[list[tuple[SqlGauge, float]]] = SingleFlight("metrics-gauges")
 
 
 def exposition(database: Database | None) -> bytes:
