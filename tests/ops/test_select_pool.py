@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from toolsift.db import RECONNECT_TIMEOUT, Database, HotPool
 from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.migrate import ensure_database, upgrade
 from toolsift.ops import metrics
+from toolsift.ops.bounded import SingleFlight
 
 # Long enough that the pool's own reconnect attempts, backing off 1, 2, 4, 8 s, are asleep
 # when the database returns: with the pool's default timeout the next was 14 s away.
@@ -135,5 +137,30 @@ def test_a_scrape_does_not_wait_for_a_database_that_stops_answering(
             waited = time.monotonic() - started
         assert gauges == {"toolsift_database_up": 0}
         assert waited < metrics.GAUGES_TIMEOUT + 1, waited
+        # The read that waited on the frozen server finishes now, and gives its connection
+        # back before the pool is closed; the scrapes after it read the gauges again.
+        deadline = time.monotonic() + 30
+        while not gauges.get("toolsift_database_up"):
+            assert time.monotonic() < deadline, "the gauges were not read again"
+            gauges = {
+                m.name: m.samples[0].value for m in metrics.DatabaseGauges(database).collect()
+            }
     finally:
         database.dispose()
+
+
+def test_a_call_stuck_past_its_time_is_given_up_and_does_not_hold_the_exit() -> None:
+    """One hung call (a stopped backend) must not answer for every later probe, nor keep
+    the process from exiting."""
+    flight: SingleFlight[str] = SingleFlight("test", abandon_after=0.5)
+    release = threading.Event()
+    with pytest.raises(TimeoutError):
+        flight.result(lambda: (release.wait(), "stuck")[1], timeout=0.1)
+    with pytest.raises(TimeoutError):  # still in flight: waited on, not started again
+        flight.result(lambda: "fresh", timeout=0.1)
+    time.sleep(0.5)
+    assert flight.result(lambda: "fresh", timeout=1.0) == "fresh"
+    stuck = [t for t in threading.enumerate() if t.name == "test" and t.is_alive()]
+    assert stuck
+    assert all(t.daemon for t in stuck)
+    release.set()
