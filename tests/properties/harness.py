@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
+from httpx import Response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,15 +58,21 @@ def select_in_process(
     return 200, response.model_dump(mode="json", exclude_none=True)
 
 
-def select_over_http(client: TestClient, caller: Caller, body: dict[str, Any]) -> Answer:
-    response = client.post(
-        "/v1/select",
+def _post(client: TestClient, caller: Caller, path: str, body: dict[str, Any]) -> Response:
+    """JSON as a client sends it (lone surrogates escaped), with the caller's key."""
+    return client.post(
+        path,
         content=json.dumps(body, ensure_ascii=True).encode(),
         headers={
             "authorization": f"Bearer {caller.key.secret}",
             "content-type": "application/json",
+            "accept": "application/json, text/event-stream",  # as MCP asks of a client
         },
     )
+
+
+def select_over_http(client: TestClient, caller: Caller, body: dict[str, Any]) -> Answer:
+    response = _post(client, caller, "/v1/select", body)
     answer = response.json()
     return response.status_code, answer if response.status_code == 200 else answer["error"]
 
@@ -167,15 +174,7 @@ def search_over_mcp(client: TestClient, caller: Caller, arguments: dict[str, Any
         "method": "tools/call",
         "params": {"name": "search_tools", "arguments": arguments},
     }
-    response = client.post(
-        "/mcp",
-        content=json.dumps(call, ensure_ascii=True).encode(),
-        headers={
-            "authorization": f"Bearer {caller.key.secret}",
-            "content-type": "application/json",
-            "accept": "application/json, text/event-stream",
-        },
-    )
+    response = _post(client, caller, "/mcp", call)
     assert response.status_code == 200, response.text
     result = response.json()["result"]
     if result.get("isError"):
