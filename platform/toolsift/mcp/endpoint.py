@@ -32,6 +32,7 @@ from ..config import Settings
 from ..db import Database, tenant_gone
 from ..embedding.base import EmbeddingBackend
 from ..errors import AppError, Forbidden, TenantDeleted
+from ..kit.asgi import send_json
 from ..security.ratelimit import RateLimiter, scope_address
 from ..selection.schemas import SelectRequest
 from ..selection.service import selection
@@ -240,10 +241,5 @@ class McpEndpoint:
 async def _send_json(
     send: Send, status: int, body: dict[str, Any], extra: dict[str, str] | None = None
 ) -> None:
-    data = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
+    headers = {**(extra or {}), **({"WWW-Authenticate": "Bearer"} if status == 401 else {})}
+    await send_json(send, status, body, headers)

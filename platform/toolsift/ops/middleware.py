@@ -3,7 +3,6 @@ the query-string limit (bodies are bounded by kit.limits.BodyLimit)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..kit.asgi import send_json
 from . import metrics
 from .logging import request_id
 
@@ -85,7 +85,8 @@ class RequestContext:
                 raise
             # Answered here rather than by the framework's outer handler, which sends plain
             # text and no request id: the id is what finds this traceback in the logs.
-            await _send_json(send_with_id, 500, "internal_error", "internal error", None)
+            error = {"code": "internal_error", "message": "internal error"}
+            await send_json(send_with_id, 500, {"error": error})
         finally:
             elapsed = time.perf_counter() - started
             route = _route(scope)
@@ -108,22 +109,5 @@ class RequestContext:
 
     async def _refuse_query(self, send: Send) -> None:
         message = f"query string exceeds {self.max_query_bytes} bytes"
-        await _send_json(send, 414, "uri_too_long", message, "query")
-
-
-async def _send_json(send: Send, status: int, code: str, message: str, field: str | None) -> None:
-    error: dict[str, str] = {"code": code, "message": message}
-    if field is not None:
-        error["field"] = field
-    body = json.dumps({"error": error}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+        error = {"code": "uri_too_long", "message": message, "field": "query"}
+        await send_json(send, 414, {"error": error})
