@@ -48,7 +48,7 @@ import psycopg
 
 from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedding.service import document_text
-from toolsift.eval.dataset import Dataset, EvalTool, NoQueries, load
+from toolsift.eval.dataset import Dataset, EvalTool, NoQueries, half_of, load
 from toolsift.eval.metrics import Outcome, summarise
 from toolsift.lexical.analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, field_texts
 from toolsift.selection import bm25, dense
@@ -324,7 +324,7 @@ def recall5(prepared: Prepared, rankings: list[list[int]], subset: Iterable[int]
 def halves(dataset: Dataset) -> tuple[list[int], list[int]]:
     tune, check = [], []
     for i, q in enumerate(dataset.queries):
-        (tune if hashlib.sha1(q.id.encode()).digest()[0] % 2 == 0 else check).append(i)
+        (tune if half_of(q.id) == "tune" else check).append(i)
     return tune, check
 
 

@@ -6,6 +6,7 @@ Tools go through the product's own importer, so names, titles and schemas are ex
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import tempfile
@@ -19,6 +20,9 @@ from ..tools.schemas import ToolCreate, schema_error
 
 TOOLS_FILE = "tools.jsonl"
 QUERIES_FILE = "queries.jsonl"
+# Every dataset's queries fall in two halves: tuning may look at "tune" only; reports give
+# "check", so that no figure of record was chosen on the queries it is measured on.
+HALVES = ("tune", "check")
 # Keywords dropped one at a time before a schema is given up on (then it becomes {}).
 _MAX_REPAIRS = 20
 
@@ -63,6 +67,21 @@ class Dataset:
             return self
         chosen = sorted(random.Random(seed).sample(range(len(self.queries)), count))
         return Dataset(self.name, self.tools, [self.queries[i] for i in chosen], self.repairs)
+
+    def half(self, name: str) -> Dataset:
+        """The queries of one half (`HALVES`), or all of them for "all"."""
+        if name == "all":
+            return self
+        if name not in HALVES:
+            raise ValueError(f"unknown half {name!r}: expected one of {', '.join(HALVES)} or all")
+        queries = [q for q in self.queries if half_of(q.id) == name]
+        return Dataset(self.name, self.tools, queries, self.repairs)
+
+
+def half_of(query_id: str) -> str:
+    """The half a query belongs to, by a hash of its id: stable across runs and machines,
+    and independent of the order or the number of queries in the file."""
+    return HALVES[hashlib.sha1(query_id.encode()).digest()[0] % 2]
 
 
 def _repair_schema(schema: Any) -> tuple[Any, list[str]]:
