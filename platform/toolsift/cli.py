@@ -936,8 +936,12 @@ def eval_command(
     baselines: Annotated[
         str, typer.Option(help="In-process baselines, comma-separated, or 'none'.")
     ] = "baseline_bm25s,baseline_dense",
+    half: Annotated[
+        str, typer.Option(help="Which queries: 'check' (the half tuning never sees), tune, all.")
+    ] = "check",
     queries: Annotated[
-        int | None, typer.Option(min=1, help="Evaluate a seeded sample of this many queries.")
+        int | None,
+        typer.Option(min=1, help="Evaluate a seeded sample of this many queries (of --half)."),
     ] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Selects in flight.")] = 4,
     embed_timeout: Annotated[
@@ -961,6 +965,10 @@ def eval_command(
     # The report writes its own queries.jsonl: never into the dataset it reads.
     if out is not None and out.resolve() == dataset_dir.resolve():
         raise typer.BadParameter("--out must not be the dataset's folder (it would be overwritten)")
+    if half not in (*eval_dataset.HALVES, "all"):
+        raise typer.BadParameter(
+            f"{half!r}: use one of {', '.join(eval_dataset.HALVES)} or all", param_hint="--half"
+        )
     chosen = [] if baselines.strip() == "none" else _csv(baselines, "baseline")
     options = Options(
         modes=list(dict.fromkeys(_csv(modes, "mode"))),  # a mode named twice runs once
@@ -985,12 +993,15 @@ def eval_command(
         fail(str(error))
     for repair in data.repairs:
         err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
-    data = data.sample(queries)
+    # The half first: a sample is then of the half's queries.
+    data = data.half(half).sample(queries)
+    if not data.queries:
+        fail(f"{data.name}: no queries in the {half} half (--half all measures every query)")
     # Found now, not after an hour of selects.
     target = out or Path("eval-results") / data.name
     if problem := unwritable(target, folder=True):
         raise typer.BadParameter(problem, param_hint="--out")
-    console.print(f"{data.name}: {len(data.tools)} tools, {len(data.queries)} queries")
+    console.print(f"{data.name}: {len(data.tools)} tools, {len(data.queries)} queries ({half})")
     try:
         evaluation = evaluate(data, options, console)
     except httpx.HTTPError as error:

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from toolsift.cli import app
 from toolsift.config import get_settings
+from toolsift.eval.dataset import load
 
 TINY = Path(__file__).parent / "data" / "tiny"
 runner = CliRunner()
@@ -19,13 +20,18 @@ runner = CliRunner()
 class TestEval:
     def test_bm25_and_baselines_on_the_embedded_stack(self, tmp_path: Path) -> None:
         out = tmp_path / "out"
-        result = runner.invoke(
-            app, ["eval", str(TINY), "--modes", "bm25", "--k", "1,3,5", "--out", str(out)]
-        )
+        options = ["--modes", "bm25", "--k", "1,3,5", "--half", "all", "--out", str(out)]
+        result = runner.invoke(app, ["eval", str(TINY), *options])
         assert result.exit_code == 0, result.output
         data = json.loads((out / "results.json").read_text())
-        assert set(data) == {"dataset", "tools", "queries", "results"}
-        assert (data["dataset"], data["tools"], data["queries"]) == ("tiny", 6, 5)
+        assert set(data) == {"dataset", "tools", "half", "queries", "results"}
+        assert (data["dataset"], data["tools"], data["half"], data["queries"]) == (
+            "tiny",
+            6,
+            "all",
+            5,
+        )
+        assert "5 queries (both halves)" in (out / "results.md").read_text()
         assert set(data["results"]) == {"bm25", "baseline_bm25s", "baseline_dense"}
         bm25 = data["results"]["bm25"]
         for key in ("recall@1", "recall@3", "recall@5", "ndcg@10", "mrr", "latency_p95_ms"):
@@ -40,6 +46,21 @@ class TestEval:
         # Ten ranks asked for (nDCG@10), though the largest k is 5: all six tools here.
         assert len(rows[0]["rankings"]["baseline_dense"]) == 6
         assert "properties/target/type" in result.output
+
+    def test_the_check_half_by_default_and_an_unknown_half_refused(self, tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        result = runner.invoke(
+            app, ["eval", str(TINY), "--modes", "bm25", "--baselines", "none", "--out", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "results.json").read_text())
+        check = load(TINY).half("check")
+        assert (data["half"], data["queries"]) == ("check", len(check.queries))
+        rows = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
+        assert {row["id"] for row in rows} == {q.id for q in check.queries}
+        refused = runner.invoke(app, ["eval", str(TINY), "--half", "public"])
+        assert refused.exit_code == 2
+        assert "--half" in refused.output
 
     def test_an_unreadable_dataset_exits_non_zero_naming_file_and_line(
         self, tmp_path: Path

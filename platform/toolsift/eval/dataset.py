@@ -60,13 +60,16 @@ class Dataset:
     queries: list[EvalQuery]
     # "file:line: what was dropped", for schemas that are not valid JSON Schema.
     repairs: list[str] = field(default_factory=list)
+    # Which queries these are: a name of `HALVES` after `half`, or "all" (every query read).
+    which_half: str = "all"
 
     def sample(self, count: int | None, seed: int = 0) -> Dataset:
         """A seeded subset of the queries (all tools), for quick runs while tuning."""
         if count is None or count >= len(self.queries):
             return self
         chosen = sorted(random.Random(seed).sample(range(len(self.queries)), count))
-        return Dataset(self.name, self.tools, [self.queries[i] for i in chosen], self.repairs)
+        queries = [self.queries[i] for i in chosen]
+        return Dataset(self.name, self.tools, queries, self.repairs, self.which_half)
 
     def half(self, name: str) -> Dataset:
         """The queries of one half (`HALVES`), or all of them for "all"."""
@@ -75,7 +78,7 @@ class Dataset:
         if name not in HALVES:
             raise ValueError(f"unknown half {name!r}: expected one of {', '.join(HALVES)} or all")
         queries = [q for q in self.queries if half_of(q.id) == name]
-        return Dataset(self.name, self.tools, queries, self.repairs)
+        return Dataset(self.name, self.tools, queries, self.repairs, name)
 
 
 def half_of(query_id: str) -> str:

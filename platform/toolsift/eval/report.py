@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .runner import Evaluation
 
@@ -20,12 +21,18 @@ def _pct(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
 
 
+def _queries(data: dict[str, Any]) -> str:
+    """`177 queries (check half)`, or `354 queries (both halves)`: which were measured."""
+    half = "both halves" if data["half"] == "all" else f"{data['half']} half"
+    return f"{data['queries']} queries ({half})"
+
+
 def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
     """One row per mode and baseline: recall@k, nDCG@10, MRR, tokens, latency."""
     data = evaluation.as_json()
     head = [*(f"R@{k}" for k in ks), "nDCG@10", "MRR", "tokens (of catalog)", "p50 ms", "p95 ms"]
     lines = [
-        f"**{data['dataset']}**: {data['tools']} tools, {data['queries']} queries",
+        f"**{data['dataset']}**: {data['tools']} tools, {_queries(data)}",
         "",
         "| | " + " | ".join(head) + " |",
         "|---|" + "---:|" * len(head),
@@ -66,7 +73,7 @@ def chart(evaluation: Evaluation, ks: Sequence[int], path: Path) -> None:
     axes.set_ylim(0, 1)
     axes.grid(alpha=0.3)
     data = evaluation.as_json()
-    axes.set_title(f"{data['dataset']}: {data['tools']} tools, {data['queries']} queries")
+    axes.set_title(f"{data['dataset']}: {data['tools']} tools, {_queries(data)}")
     axes.legend(loc="lower right")
     figure.tight_layout()
     figure.savefig(path)

@@ -54,10 +54,12 @@ class Evaluation:
     outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The shape of results.json."""
+        """The shape of results.json: `half` says which queries were measured ("check",
+        "tune" or "all") and `queries` how many of them."""
         return {
             "dataset": self.dataset.name,
             "tools": len(self.dataset.tools),
+            "half": self.dataset.which_half,
             "queries": len(self.dataset.queries),
             "results": self.results,
         }
