@@ -1,13 +1,13 @@
-"""A migration's select function beside the current one, on one database, interleaved.
+"""A git ref's select function beside the working tree's, on one database, interleaved.
 
-    .venv/bin/python benchmarks/select_function_ab.py \\
-        migrations/versions/2026-12-03-1800_select_function.py [--rounds 30] [--http-rounds 4]
+    .venv/bin/python benchmarks/select_function_ab.py HEAD~ [--rounds 30] [--http-rounds 4]
 
 `toolsift bench select --baseline-ref` serves an older API on the same database, so it cannot
 compare changes to the SQL functions themselves. This loads the bench's synthetic tenants
 (as `bench select` loads them: 98 small ones, which only shape the statistics the planner
 sees, one of 1,000 tools and one of 10,000) into a private embedded PostgreSQL migrated to
-head, and creates the given migration's `toolsift_bm25` and `toolsift_select` in a schema
+head, and creates the ref's `toolsift_bm25` and `toolsift_select` (its `selection/sql/`
+files; the same signatures as the working tree's, which calls them) in a schema
 `baseline`. A connection whose search_path puts that schema first runs the baseline; the
 rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
 
@@ -40,15 +40,16 @@ import argparse
 import contextlib
 import os
 import statistics
+import subprocess
 import tempfile
 import uuid
-from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import psycopg
+from psycopg.types.json import Jsonb
 
 from toolsift.auth import keys
 from toolsift.bench import httpload
@@ -58,9 +59,10 @@ from toolsift.bench.stats import CpuMeter
 from toolsift.bench.synthetic import Sizes, generate
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
-from toolsift.selection import bm25
+from toolsift.selection import bm25, dense
 from toolsift.selection.service import _SELECT, CANDIDATE_POOL
 
+ROOT = Path(__file__).resolve().parents[1]
 PEPPER = "select-function-ab-pepper-0123456789"  # production wants 32+ characters
 SIDES = ("baseline", "current")
 CONCURRENCY = 8
@@ -68,19 +70,18 @@ CONCURRENCY = 8
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 
-def _baseline_sql(path: Path) -> list[str]:
-    """The migration's BM25 and select functions, read before anything is loaded."""
-    spec = spec_from_file_location("baseline_migration", path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"{path}: not a Python module")
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
+def _baseline_sql(ref: str) -> list[str]:
+    """The BM25 and select functions of a git ref, as its `selection/sql/` files write them."""
     statements = []
-    for attribute, name in (("BM25", "toolsift_bm25("), ("SELECT", "toolsift_select(")):
-        text = getattr(module, attribute, None)
-        if not isinstance(text, str) or name not in text:
-            raise SystemExit(f"{path}: no {attribute} text defining {name[:-1]}")
-        statements.append(text.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION"))
+    for name in ("toolsift_bm25", "toolsift_select"):
+        path = f"platform/toolsift/selection/sql/{name}.sql"
+        shown = subprocess.run(
+            ["git", "show", f"{ref}:{path}"], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        if shown.returncode != 0:
+            raise SystemExit(f"{ref}: no {path} ({shown.stderr.strip()})")
+        # Created in schema baseline, beside the working tree's in public.
+        statements.append(shown.stdout.replace("CREATE FUNCTION public.", "CREATE FUNCTION ", 1))
     return statements
 
 
@@ -141,7 +142,7 @@ def _functions(
         return {
             "tenant_id": tenant.tenant_id, "key_id": tenant.key_id, "key_hash": key_hash,
             "roles": None, "selection_id": uuid.uuid4(), "query": query, "config": "english",
-            "k1": bm25.K1, "b": bm25.B, "pool": CANDIDATE_POOL,
+            "k1": bm25.K1, "b": bm25.B, "fusion": Jsonb(dense.DEFAULTS), "pool": CANDIDATE_POOL,
             "mode": "bm25" if vectors is None else "hybrid",
             "vector": None if vectors is None else vectors[query],
             "model": model, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
@@ -258,9 +259,7 @@ def _hybrid(database: Database, url: str, measured: list[Tenant], rounds: int, c
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "baseline", type=Path, nargs="?", help="the migration whose functions to compare"
-    )
+    parser.add_argument("baseline", nargs="?", help="the git ref whose select functions to compare")
     parser.add_argument(
         "--isolation",
         action="store_true",
@@ -283,7 +282,7 @@ def main() -> None:
         ISOLATION.update(baseline="read committed", current="repeatable read")
         baseline = None
     elif args.baseline is None:
-        parser.error("a migration to compare, or --isolation")
+        parser.error("a git ref to compare, or --isolation")
     else:
         baseline = _baseline_sql(args.baseline)
     sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)

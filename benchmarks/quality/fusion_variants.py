@@ -45,6 +45,7 @@ import prf
 import tune
 
 from toolsift.eval.dataset import NoQueries, load
+from toolsift.selection.dense import Fusion
 from toolsift.selection.service import CANDIDATE_POOL
 
 SHORT = prf.SHORT
@@ -122,9 +123,9 @@ class Disc:
 
 @dataclass(frozen=True)
 class RRF:
-    k: float = 3.0
-    scale: float = 13.0
-    floor: float = 0.45
+    k: float = Fusion.k
+    scale: float = Fusion.bm25_scale
+    floor: float = Fusion.bm25_floor
     # The floor times the query's coverage in BM25's first tool: 0 none (before 0025), 1 over
     # the words the catalog has (the product's), 2 over all the query's words.
     cov: int = 1

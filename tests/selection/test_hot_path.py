@@ -6,12 +6,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.fixtures.factories import PEPPER, Caller
 from toolsift.auth import keys
 from toolsift.auth.deps import Principal
 from toolsift.db import Database
-from toolsift.selection import bm25
+from toolsift.selection import bm25, dense
 from toolsift.selection.service import CANDIDATE_POOL, apply_roles, resolve_roles
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
@@ -79,7 +80,7 @@ class TestScopeFunction:
             with pytest.raises(psycopg.Error) as raised:
                 conn.execute(
                     "SELECT toolsift_select(%s, %s, NULL, NULL, gen_random_uuid(), 'refund',"
-                    " 'english', 1.2, 0.75, 100, 'bm25', NULL, NULL, '{}', 5, 4000,"
+                    " 'english', 1.2, 0.75, NULL, 100, 'bm25', NULL, NULL, '{}', 5, 4000,"
                     " 'anthropic', false, 0)",
                     (tenant_id, key_id),
                 )
@@ -103,6 +104,26 @@ class TestScopeFunction:
             assert conn.execute("SELECT current_user").fetchone() == ("toolsift_app",)
             names = {r[0] for r in conn.execute("SELECT name FROM tools")}
             assert names == {"search_help", "lookup_account", "order_status", "refund_policy"}
+
+    @pytest.mark.parametrize(
+        "fusion", [{}, {**dense.DEFAULTS, "k": 0}, {**dense.DEFAULTS, "bm25_floor": "high"}]
+    )
+    def test_a_hybrid_select_without_every_fusion_default_in_range_is_refused(
+        self, support_agent: Caller, database_url: str, fusion: dict[str, Any]
+    ) -> None:
+        """The defaults are the caller's (`dense.Fusion`): SQL holds no copy to fall back on."""
+        tenant_id, key_id = _parts(support_agent)
+        key_hash = keys.hash_key(support_agent.key, PEPPER)
+        plain = database_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(plain) as conn, pytest.raises(psycopg.Error) as raised:
+            conn.execute(
+                "SELECT toolsift_select(%s, %s, %s, NULL, gen_random_uuid(), 'refund',"
+                " 'english', 1.2, 0.75, %s, 100, 'hybrid', NULL, NULL, '{}', 5, 4000,"
+                " 'anthropic', false, 0)",
+                (tenant_id, key_id, key_hash, Jsonb(fusion)),
+            )
+        assert raised.value.sqlstate == "22023"
+        assert "p_fusion" in str(raised.value)
 
     @pytest.mark.parametrize("change", ["hash", "key_id", "tenant"])
     def test_a_wrong_key_raises_before_anything_else_runs(

@@ -1,15 +1,16 @@
-"""Rank fusion of the BM25 and dense lists, as `toolsift_select` (migration 0010) serves it.
+"""Rank fusion of the BM25 and dense lists, as `toolsift_select` (selection/sql) serves it.
 
 The served fusion runs in SQL, inside the select statement; this is its model in Python,
 for the tuning loop (`benchmarks/quality/tune.py`), and a test holds the two to the same
-floats. Dense search itself is exact pgvector cosine distance over the vectors the caller
+floats. `Fusion`'s defaults are the only copy of the numbers: every select passes them to
+SQL (`DEFAULTS`), and the benchmarks import them. Dense search itself is exact pgvector cosine distance over the vectors the caller
 may see, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ class Fusion:
     dense_weight: float = 1.0
     bm25_scale: float = 13.0
     bm25_floor: float = 0.45
+
+
+def settings(fusion: Fusion) -> dict[str, float]:
+    """The fusion as `toolsift_select` reads it (`p_fusion`, and a tenant's `fusion` setting)."""
+    return asdict(fusion)
+
+
+#: What a select fuses with where the tenant set nothing: passed to SQL on every select.
+DEFAULTS = settings(Fusion())
 
 
 def fuse(

@@ -13,6 +13,7 @@ from uuid import UUID
 import anyio.to_thread
 import jsonschema_rs
 import psycopg
+from psycopg.types.json import Jsonb
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
@@ -25,7 +26,7 @@ from ..errors import AppError, Forbidden, TenantDeleted, Unauthenticated
 from ..lexical.analysis import TEXT_SEARCH_CONFIG
 from ..models import Tool
 from ..tools.schemas import TOOL_NAME_PATTERN
-from . import bm25
+from . import bm25, dense
 from .query import build_query, used_tools
 from .schemas import AuthorizeRequest, AuthorizeResponse, SelectRequest, SelectResponse
 
@@ -35,16 +36,18 @@ _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 # Ranked candidates considered for the budget: enough to skip big ones and try smaller ones.
 CANDIDATE_POOL = 100
 
-# The whole select (migration 0010); every argument typed, so the call resolves whatever the
-# driver makes of a Python value.
+# The whole select (selection/sql/toolsift_select.sql); every argument typed, so the call
+# resolves whatever the driver makes of a Python value.
 _SELECT = """
     SELECT toolsift_select(
         %(tenant_id)s::uuid, %(key_id)s::uuid, %(key_hash)s::text, %(roles)s::text[],
         %(selection_id)s::uuid, %(query)s::text, %(config)s::regconfig, %(k1)s::float8,
-        %(b)s::float8, %(pool)s::integer, %(mode)s::text, %(vector)s::vector, %(model)s::text,
+        %(b)s::float8, %(fusion)s::jsonb, %(pool)s::integer, %(mode)s::text, %(vector)s::vector, %(model)s::text,
         %(used)s::text[], %(k)s::integer, %(budget)s::integer, %(format)s::text,
         %(debug)s::boolean, %(elapsed_ms)s::float8)
 """
+# The fusion's defaults, as SQL reads them: a tenant's own `fusion` setting overrides them.
+_FUSION = Jsonb(dense.DEFAULTS)
 # The key alone, before a query is embedded for it (toolsift_select checks it again).
 _CHECK_KEY = (
     "SELECT toolsift_agent_scope(%(tenant_id)s::uuid, %(key_id)s::uuid, %(key_hash)s::text,"
@@ -212,6 +215,7 @@ class SelectionService:
             "config": TEXT_SEARCH_CONFIG,
             "k1": bm25.K1,
             "b": bm25.B,
+            "fusion": _FUSION,
             "pool": CANDIDATE_POOL,
             "mode": request.mode,
             "vector": None,

@@ -1,0 +1,3 @@
+CREATE POLICY tenant_isolation ON public.embedding_refusals
+USING (tenant_id = NULLIF((SELECT current_setting('app.tenant_id', true)), '')::uuid)
+WITH CHECK (tenant_id = NULLIF((SELECT current_setting('app.tenant_id', true)), '')::uuid);

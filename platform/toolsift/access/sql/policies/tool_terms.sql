@@ -1,0 +1,20 @@
+CREATE POLICY tenant_isolation ON public.tool_terms
+USING (tenant_id = NULLIF((SELECT current_setting('app.tenant_id', true)), '')::uuid)
+WITH CHECK (tenant_id = NULLIF((SELECT current_setting('app.tenant_id', true)), '')::uuid);
+
+CREATE POLICY tool_permission ON public.tool_terms
+AS RESTRICTIVE
+USING (
+    required_permission_id IS NULL
+    OR (SELECT current_setting('app.permissions', true)) = '*'
+    OR required_permission_id = ANY ((
+        SELECT string_to_array(NULLIF(current_setting('app.permissions', true), '*'), ',')::uuid[]
+    )::uuid[])
+)
+WITH CHECK (
+    required_permission_id IS NULL
+    OR (SELECT current_setting('app.permissions', true)) = '*'
+    OR required_permission_id = ANY ((
+        SELECT string_to_array(NULLIF(current_setting('app.permissions', true), '*'), ',')::uuid[]
+    )::uuid[])
+);

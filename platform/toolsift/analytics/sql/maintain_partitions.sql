@@ -1,0 +1,65 @@
+CREATE FUNCTION analytics.maintain_partitions(months_ahead integer, default_retention_days integer)
+RETURNS TABLE(created text[], dropped text[], deleted bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+SET "TimeZone" TO 'UTC'
+AS $$
+DECLARE
+    m date;
+    longest integer;
+    tenant record;
+    n bigint;
+    part record;
+BEGIN
+    IF months_ahead IS NULL OR months_ahead < 1 OR months_ahead > 24 THEN
+        RAISE EXCEPTION 'months_ahead must be between 1 and 24' USING ERRCODE = '22023';
+    END IF;
+    IF default_retention_days IS NULL OR default_retention_days < 1 THEN
+        RAISE EXCEPTION 'default_retention_days must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    created := '{}';
+    dropped := '{}';
+    deleted := 0;
+    -- This month and the next ones, and past months whose rows wait in the default partition.
+    FOR m IN
+        SELECT g::date FROM generate_series(date_trunc('month', now()),
+            date_trunc('month', now()) + make_interval(months => months_ahead),
+            interval '1 month') AS g
+        UNION
+        SELECT DISTINCT date_trunc('month', created_at)::date FROM selection_logs_default
+        WHERE created_at < date_trunc('month', now())
+        ORDER BY 1
+    LOOP
+        IF analytics.ensure_month(m) THEN
+            created := created || to_char(m, 'YYYY-MM');
+        END IF;
+    END LOOP;
+
+    longest := default_retention_days;
+    FOR tenant IN SELECT t.id, analytics.retention_days(t.settings, default_retention_days) AS days
+                  FROM tenants t LOOP
+        longest := greatest(longest, tenant.days);
+        DELETE FROM selection_logs
+        WHERE tenant_id = tenant.id AND created_at < now() - make_interval(days => tenant.days);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        deleted := deleted + n;
+    END LOOP;
+
+    FOR part IN
+        SELECT c.relname, substr(c.relname, length('selection_logs_') + 1) AS suffix
+        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'public.selection_logs'::regclass
+          AND c.relname ~ '^selection_logs_y[0-9]{4}m[0-9]{2}$'
+          AND to_date(substr(c.relname, 17), 'YYYY"m"MM') + interval '1 month'
+              <= now() - make_interval(days => longest)
+        ORDER BY 1
+    LOOP
+        EXECUTE format('DROP TABLE IF EXISTS public.%I', 'tool_calls_' || part.suffix);
+        EXECUTE format('ALTER TABLE public.selection_logs DETACH PARTITION public.%I', part.relname);
+        EXECUTE format('DROP TABLE public.%I', part.relname);
+        dropped := dropped || to_char(to_date(substr(part.relname, 17), 'YYYY"m"MM'), 'YYYY-MM');
+    END LOOP;
+    RETURN NEXT;
+END
+$$
