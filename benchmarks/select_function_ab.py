@@ -1,6 +1,7 @@
 """A git ref's select function beside the working tree's, on one database, interleaved.
 
     .venv/bin/python benchmarks/select_function_ab.py HEAD~ [--rounds 30] [--http-rounds 4]
+    .venv/bin/python benchmarks/select_function_ab.py path/to/folder/  # its two .sql files
 
 `toolsift bench select --baseline-ref` serves an older API on the same database, so it cannot
 compare changes to the SQL functions themselves. This loads the bench's synthetic tenants
@@ -70,18 +71,29 @@ CONCURRENCY = 8
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 
-def _baseline_sql(ref: str) -> list[str]:
-    """The BM25 and select functions of a git ref, as its `selection/sql/` files write them."""
+def _baseline_sql(source: str) -> list[str]:
+    """The BM25 and select functions of the baseline: a folder holding the two `.sql` files,
+    or a git ref (its `platform/toolsift/selection/sql/` files)."""
     statements = []
     for name in ("toolsift_bm25", "toolsift_select"):
-        path = f"platform/toolsift/selection/sql/{name}.sql"
-        shown = subprocess.run(
-            ["git", "show", f"{ref}:{path}"], cwd=ROOT, capture_output=True, text=True, check=False
-        )
-        if shown.returncode != 0:
-            raise SystemExit(f"{ref}: no {path} ({shown.stderr.strip()})")
+        if Path(source).is_dir():
+            path = Path(source) / f"{name}.sql"
+            if not path.is_file():
+                raise SystemExit(f"{source}: no {path.name}")
+            text = path.read_text()
+        else:
+            shown = subprocess.run(
+                ["git", "show", f"{source}:platform/toolsift/selection/sql/{name}.sql"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if shown.returncode != 0:
+                raise SystemExit(f"{source}: no {name}.sql ({shown.stderr.strip()})")
+            text = shown.stdout
         # Created in schema baseline, beside the working tree's in public.
-        statements.append(shown.stdout.replace("CREATE FUNCTION public.", "CREATE FUNCTION ", 1))
+        statements.append(text.replace("CREATE FUNCTION public.", "CREATE FUNCTION ", 1))
     return statements
 
 
@@ -299,7 +311,7 @@ def main() -> None:
             _install_baseline(plain, baseline)
         measured = [t for t in tenants if t.catalog.name in ("big", "huge")]
 
-        against = "READ COMMITTED" if baseline is None else args.baseline.name
+        against = "READ COMMITTED" if baseline is None else args.baseline
         print(f"baseline: {against}; {args.rounds} rounds of {args.calls} selects")
         print("tenant  tools   baseline ms  current ms  current / baseline (median of rounds)")
         for tenant in measured:

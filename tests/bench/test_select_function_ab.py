@@ -12,11 +12,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+SQL = ROOT / "platform" / "toolsift" / "selection" / "sql"
+
+
+def _baseline(folder: Path) -> Path:
+    """Today's functions with BM25's scores a hair larger: the same answers, other debug
+    scores, which shows the baseline side really ran the baseline's functions."""
+    (folder / "toolsift_select.sql").write_text((SQL / "toolsift_select.sql").read_text())
+    bm25 = (SQL / "toolsift_bm25.sql").read_text()
+    served = "    SELECT s.tool_id, s.score,\n"
+    assert bm25.count(served) == 1
+    (folder / "toolsift_bm25.sql").write_text(
+        bm25.replace(served, "    SELECT s.tool_id, s.score * (1 + 1e-12),\n")
+    )
+    return folder
+
+
 @pytest.mark.timeout(180)
-def test_compares_a_migration_s_functions_with_the_current_ones() -> None:
+def test_compares_a_baseline_s_functions_with_the_current_ones(tmp_path: Path) -> None:
     argv = [
         sys.executable, str(ROOT / "benchmarks" / "select_function_ab.py"),
-        str(ROOT / "migrations" / "versions" / "2026-12-03-1800_select_function.py"),
+        str(_baseline(tmp_path)),
         "--small-tenants", "2", "--big", "40", "--huge", "80", "--rounds", "2", "--calls", "5",
         "--http-rounds", "1", "--http-seconds", "0.5", "--compare-queries", "4", "--hybrid",
     ]  # fmt: skip
@@ -35,15 +51,15 @@ def test_compares_a_migration_s_functions_with_the_current_ones() -> None:
     assert compared is not None
     assert int(compared.group(1)) > 0
     assert compared.group(2) == "0"
-    # 0008 summed unrounded parts: its debug scores differ in the last bits, which shows that
-    # the baseline server really ran 0008's functions.
     assert float(compared.group(3)) > 0
 
 
-def test_refuses_a_file_without_the_functions(tmp_path: Path) -> None:
-    other = ROOT / "migrations" / "versions" / "2026-12-03-1850_covering_postings_key.py"
+@pytest.mark.parametrize("baseline", ["folder", "no-such-ref"])
+def test_refuses_a_baseline_without_the_functions(tmp_path: Path, baseline: str) -> None:
+    source = str(tmp_path) if baseline == "folder" else baseline
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "select_function_ab.py"), str(other)],
+        [sys.executable, str(ROOT / "benchmarks" / "select_function_ab.py"), source],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode != 0
+    assert "toolsift_bm25.sql" in proc.stderr
