@@ -21,8 +21,6 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from importlib.util import module_from_spec, spec_from_file_location
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -99,6 +97,40 @@ AS $$
     END
 $$
 """
+
+# The way down: 0008's function, a frozen copy of its text as a CREATE OR REPLACE (which keeps
+# the grants).
+DEFINITION_0008 = r"""
+CREATE OR REPLACE FUNCTION toolsift_definition(
+    p_name text, p_title text, p_description text, p_input jsonb, p_output jsonb,
+    p_annotations jsonb, p_format text
+) RETURNS text
+-- STABLE, as json_build_object is: an IMMUTABLE label would keep it from being inlined.
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT CASE p_format
+        WHEN 'anthropic' THEN json_build_object(
+            'name', p_name, 'description', p_description, 'input_schema', p_input)::text
+        WHEN 'anthropic_tool_reference' THEN json_build_object(
+            'type', 'tool_reference', 'tool_name', p_name)::text
+        WHEN 'openai' THEN json_build_object(
+            'type', 'function', 'function', json_build_object(
+                'name', p_name, 'description', p_description, 'parameters', p_input))::text
+        ELSE '{"name":' || to_json(p_name)::text
+            || CASE WHEN coalesce(p_title, '') <> ''
+                    THEN ',"title":' || to_json(p_title)::text ELSE '' END
+            || ',"description":' || to_json(p_description)::text
+            || ',"inputSchema":' || p_input::text
+            -- A JSON null is no schema, as an SQL NULL is.
+            || CASE WHEN jsonb_typeof(p_output) <> 'null'
+                    THEN ',"outputSchema":' || p_output::text ELSE '' END
+            || CASE WHEN jsonb_typeof(p_annotations) <> 'null'
+                    THEN ',"annotations":' || p_annotations::text ELSE '' END
+            || '}'
+    END
+$$
+"""
+
 
 AFFECTED = sa.text(
     "SELECT tenant_id, id, name, description, input_schema FROM tools"
@@ -204,16 +236,6 @@ def _recount(costs: Callable[[Any], tuple[int, int]]) -> None:
     op.execute("ALTER TABLE corpus_stats FORCE ROW LEVEL SECURITY")
 
 
-def _revision_0008_definition() -> str:
-    path = Path(__file__).with_name("2026-12-03-1800_select_function.py")
-    spec = spec_from_file_location("toolsift_migration_0008", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.DEFINITION).replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
-
-
 def upgrade() -> None:
     op.execute(MODEL_SCHEMA)
     op.execute(DEFINITION)
@@ -221,6 +243,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(_revision_0008_definition())
+    op.execute(DEFINITION_0008)
     op.execute("DROP FUNCTION toolsift_model_schema(jsonb)")
     _recount(_costs_before)

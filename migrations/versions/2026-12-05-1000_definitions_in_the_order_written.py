@@ -26,9 +26,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from importlib.util import module_from_spec, spec_from_file_location
-from pathlib import Path
-from types import ModuleType
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -136,15 +134,75 @@ UPDATE corpus_stats c
 """
 
 
-def _revision_0019() -> ModuleType:
-    """0019's frozen copies of the model APIs' schema rule and of its cost function."""
-    path = Path(__file__).with_name("2026-12-05-0930_definitions_the_model_apis_accept.py")
-    spec = spec_from_file_location("toolsift_migration_0019", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# 0019's function, for the way down: a frozen copy of its text.
+DEFINITION_0019 = r"""
+CREATE OR REPLACE FUNCTION toolsift_definition(
+    p_name text, p_title text, p_description text, p_input jsonb, p_output jsonb,
+    p_annotations jsonb, p_format text
+) RETURNS text
+-- STABLE, as json_build_object is: an IMMUTABLE label would keep it from being inlined.
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT CASE p_format
+        WHEN 'anthropic' THEN json_build_object(
+            'name', p_name, 'description', p_description,
+            'input_schema', toolsift_model_schema(p_input))::text
+        WHEN 'anthropic_tool_reference' THEN json_build_object(
+            'type', 'tool_reference', 'tool_name', p_name)::text
+        WHEN 'openai' THEN json_build_object(
+            'type', 'function', 'function', json_build_object(
+                'name', p_name,
+                'description', CASE WHEN char_length(p_description) > 1024
+                                    THEN left(p_description, 1023) || U&'\2026'
+                                    ELSE p_description END,
+                'parameters', toolsift_model_schema(p_input)))::text
+        ELSE '{"name":' || to_json(p_name)::text
+            || CASE WHEN coalesce(p_title, '') <> ''
+                    THEN ',"title":' || to_json(p_title)::text ELSE '' END
+            || ',"description":' || to_json(p_description)::text
+            || ',"inputSchema":' || p_input::text
+            -- A JSON null is no schema, as an SQL NULL is.
+            || CASE WHEN jsonb_typeof(p_output) <> 'null'
+                    THEN ',"outputSchema":' || p_output::text ELSE '' END
+            || CASE WHEN jsonb_typeof(p_annotations) <> 'null'
+                    THEN ',"annotations":' || p_annotations::text ELSE '' END
+            || '}'
+    END
+$$
+"""
+
+
+# Frozen copies of 0019's copies of the model APIs' schema rule and of its cost function.
+def _model_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    if not any(key in schema for key in ("oneOf", "anyOf", "allOf", "enum", "not")):
+        return schema
+    merged: dict[str, Any] = {}
+    for key in ("oneOf", "anyOf", "allOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else []:
+            properties = branch.get("properties") if isinstance(branch, dict) else None
+            for name, value in (properties if isinstance(properties, dict) else {}).items():
+                merged.setdefault(name, value)
+    kept = {k: v for k, v in schema.items() if k not in ("oneOf", "anyOf", "allOf", "enum", "not")}
+    if merged:
+        top = kept.get("properties")
+        kept["properties"] = {**merged, **(top if isinstance(top, dict) else {})}
+    return kept
+
+
+def _numbers_written_out(value: Any) -> int:
+    if isinstance(value, float):
+        return len(format(Decimal(repr(value)), "f")) - len(repr(value))
+    if isinstance(value, dict):
+        return sum(_numbers_written_out(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_numbers_written_out(v) for v in value)
+    return 0
+
+
+def _cost(definition: dict[str, Any]) -> int:
+    body = json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
+    return math.ceil((len(body.encode()) + _numbers_written_out(definition)) / 4)
 
 
 # Frozen copies of the application's rules after and before this revision (a migration must
@@ -193,10 +251,10 @@ def _definitions(row: Any, schema: dict[str, Any]) -> tuple[dict[str, Any], ...]
     return anthropic, openai, mcp
 
 
-def _costs_now(row: Any, m19: ModuleType) -> tuple[int, ...]:
+def _costs_now(row: Any) -> tuple[int, ...]:
     """Served as written, but for a schema the model APIs' rule rewrites (in jsonb)."""
-    schema = m19._model_schema(row.input_schema)
-    extra = m19._numbers_written_out(schema) if schema is not row.input_schema else 0
+    schema = _model_schema(row.input_schema)
+    extra = _numbers_written_out(schema) if schema is not row.input_schema else 0
     anthropic, openai, mcp = _definitions(row, schema)
     return (
         math.ceil((len(_written(anthropic).encode()) + extra) / 4),
@@ -205,21 +263,20 @@ def _costs_now(row: Any, m19: ModuleType) -> tuple[int, ...]:
     )
 
 
-def _costs_before(row: Any, m19: ModuleType) -> tuple[int, ...]:
+def _costs_before(row: Any) -> tuple[int, ...]:
     """Everything served from jsonb, numbers spelt out."""
-    return tuple(m19._cost(d) for d in _definitions(row, m19._model_schema(row.input_schema)))
+    return tuple(_cost(d) for d in _definitions(row, _model_schema(row.input_schema)))
 
 
 def _rewrite(
     content_hash: Callable[[Any], str],
-    costs: Callable[[Any, ModuleType], tuple[int, ...]],
+    costs: Callable[[Any], tuple[int, ...]],
     *,
     as_written: bool,
 ) -> None:
     """Every tool's hash and costs (and, `as_written`, its schemas' text as the application
     writes it), then every catalog's totals; row-level security lifted for this transaction
     only, for every tenant's rows."""
-    m19 = _revision_0019()
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
     bind = op.get_bind()
@@ -229,7 +286,7 @@ def _rewrite(
     while batch := rows.fetchmany(1000):
         values = []
         for row in batch:
-            anthropic, openai, mcp = costs(row, m19)
+            anthropic, openai, mcp = costs(row)
             value = {
                 "tenant_id": row.tenant_id, "id": row.id, "hash": content_hash(row),
                 "anthropic": anthropic, "openai": openai, "mcp": mcp,
@@ -290,7 +347,7 @@ def downgrade() -> None:
     op.execute(f"GRANT EXECUTE ON FUNCTION {FUNCTIONS[2]} TO PUBLIC")
     for table, column in COLUMNS:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE jsonb USING {column}::jsonb")
-    op.execute(_revision_0019().DEFINITION)  # 0019's function, as it was
+    op.execute(DEFINITION_0019)  # 0019's function, as it was
     op.execute(f"REVOKE ALL ON FUNCTION {SIGNATURE_BEFORE} FROM PUBLIC")
     op.execute(f"GRANT EXECUTE ON FUNCTION {SIGNATURE_BEFORE} TO {APP_ROLE}")
     _rewrite(lambda row: _hash(row, sort_keys=True), _costs_before, as_written=False)

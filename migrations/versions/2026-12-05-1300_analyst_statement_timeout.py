@@ -15,9 +15,6 @@ password it changes; the logins that exist get it here. The function is 0003's, 
 """
 
 from collections.abc import Sequence
-from importlib.util import module_from_spec, spec_from_file_location
-from pathlib import Path
-from types import ModuleType
 
 from alembic import op
 
@@ -29,15 +26,82 @@ depends_on: str | Sequence[str] | None = None
 ANALYST_ROLE = "toolsift_analyst"
 TIMEOUT = "60s"
 
-SEARCH_PATH_0003 = "SET search_path = pg_catalog AS $$"
-SEARCH_PATH_0016 = "SET search_path = pg_catalog, pg_temp AS $$"
-# Both branches (a new login, a new password) end here.
-END_OF_BRANCHES = "    END IF;\n    RETURN login;\n"
-TIMEOUT_SET = (
-    "    END IF;\n"
-    f"    EXECUTE format('ALTER ROLE %I SET statement_timeout = %L', login, '{TIMEOUT}');\n"
-    "    RETURN login;\n"
-)
+# 0003's function as 0016 left it (`pg_temp` last in its search_path), with one statement
+# more where both branches (a new login, a new password) end:
+# `EXECUTE format('ALTER ROLE %I SET statement_timeout = %L', login, '{TIMEOUT}')`.
+LOGIN_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION analytics.set_analyst_login(verifier text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    tenant uuid := NULLIF(current_setting('app.tenant_id', true), '')::uuid;
+    login text;
+BEGIN
+    IF tenant IS NULL THEN
+        RAISE EXCEPTION 'no tenant in this transaction' USING ERRCODE = '42501';
+    END IF;
+    IF verifier IS NULL OR verifier !~ '^SCRAM-SHA-256\$' THEN
+        RAISE EXCEPTION 'a SCRAM-SHA-256 verifier is required' USING ERRCODE = '22023';
+    END IF;
+    login := 'toolsift_analyst_' || replace(tenant::text, '-', '');
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
+        EXECUTE format('ALTER ROLE %I PASSWORD %L', login, verifier);
+    ELSE
+        EXECUTE format('CREATE ROLE %I LOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE'
+                       ' NOBYPASSRLS NOREPLICATION CONNECTION LIMIT 5 PASSWORD %L IN ROLE toolsift_analyst',
+                       login, verifier);
+        EXECUTE format('ALTER ROLE %I SET default_transaction_read_only = on', login);
+        EXECUTE format('ALTER ROLE %I SET search_path = analytics, public', login);
+        -- The tenant is pinned by the analyst policies; within it the whole catalog counts.
+        -- Only a superuser may store a custom setting on a role; otherwise the analyst passes
+        -- it when connecting (options=-c app.permissions=*), as the API answer says.
+        BEGIN
+            EXECUTE format('ALTER ROLE %I SET app.permissions = %L', login, '*');
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END IF;
+    EXECUTE format('ALTER ROLE %I SET statement_timeout = %L', login, '60s');
+    RETURN login;
+END
+$$
+"""
+
+# The way down: the function as 0016 left it, a frozen copy of its text.
+LOGIN_FUNCTION_BEFORE = r"""
+CREATE OR REPLACE FUNCTION analytics.set_analyst_login(verifier text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    tenant uuid := NULLIF(current_setting('app.tenant_id', true), '')::uuid;
+    login text;
+BEGIN
+    IF tenant IS NULL THEN
+        RAISE EXCEPTION 'no tenant in this transaction' USING ERRCODE = '42501';
+    END IF;
+    IF verifier IS NULL OR verifier !~ '^SCRAM-SHA-256\$' THEN
+        RAISE EXCEPTION 'a SCRAM-SHA-256 verifier is required' USING ERRCODE = '22023';
+    END IF;
+    login := 'toolsift_analyst_' || replace(tenant::text, '-', '');
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
+        EXECUTE format('ALTER ROLE %I PASSWORD %L', login, verifier);
+    ELSE
+        EXECUTE format('CREATE ROLE %I LOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE'
+                       ' NOBYPASSRLS NOREPLICATION CONNECTION LIMIT 5 PASSWORD %L IN ROLE toolsift_analyst',
+                       login, verifier);
+        EXECUTE format('ALTER ROLE %I SET default_transaction_read_only = on', login);
+        EXECUTE format('ALTER ROLE %I SET search_path = analytics, public', login);
+        -- The tenant is pinned by the analyst policies; within it the whole catalog counts.
+        -- Only a superuser may store a custom setting on a role; otherwise the analyst passes
+        -- it when connecting (options=-c app.permissions=*), as the API answer says.
+        BEGIN
+            EXECUTE format('ALTER ROLE %I SET app.permissions = %L', login, '*');
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END IF;
+    RETURN login;
+END
+$$
+"""
 
 # Every analyst login: a member of the group, named after its tenant. (Built of constants.)
 EACH_LOGIN = f"""
@@ -56,34 +120,11 @@ $$
 """  # noqa: S608
 
 
-def _revision_0003() -> ModuleType:
-    path = Path(__file__).with_name("2026-12-03-1500_selection_analytics.py")
-    spec = spec_from_file_location("toolsift_migration_0003", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _login_function(*, with_timeout: bool) -> str:
-    """0003's function as 0016 left it (`pg_temp` last), with or without the timeout."""
-    text = str(_revision_0003().ANALYST_LOGIN_FN)
-    for old in ("CREATE FUNCTION analytics.set_analyst_login(", SEARCH_PATH_0003, END_OF_BRANCHES):
-        if text.count(old) != 1:
-            raise RuntimeError(f"0003's analytics.set_analyst_login changed: {old!r}")
-    text = text.replace(
-        "CREATE FUNCTION analytics.set_analyst_login(",
-        "CREATE OR REPLACE FUNCTION analytics.set_analyst_login(",
-    ).replace(SEARCH_PATH_0003, SEARCH_PATH_0016)
-    return text.replace(END_OF_BRANCHES, TIMEOUT_SET) if with_timeout else text
-
-
 def upgrade() -> None:
-    op.execute(_login_function(with_timeout=True))
+    op.execute(LOGIN_FUNCTION)
     op.execute(EACH_LOGIN % f"'ALTER ROLE %I SET statement_timeout = ''{TIMEOUT}'''")
 
 
 def downgrade() -> None:
-    op.execute(_login_function(with_timeout=False))
+    op.execute(LOGIN_FUNCTION_BEFORE)
     op.execute(EACH_LOGIN % "'ALTER ROLE %I RESET statement_timeout'")
