@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from tests.analytics.seed import BUSY_TOP, OwnerConn, seed_busy, seed_tenant
 from tests.fixtures.factories import PEPPER, Caller
 from toolsift import cli
+from toolsift.cli import admin as cli_admin
 from toolsift.config import get_settings
 from toolsift.db import Database
 
@@ -36,7 +37,7 @@ def env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("TOOLSIFT_DATABASE_URL", database_url)
     monkeypatch.setenv("TOOLSIFT_KEY_PEPPER", PEPPER)
     # Wide enough that no cell is cut.
-    monkeypatch.setattr(cli, "console", Console(width=200))
+    monkeypatch.setattr(cli_admin, "console", Console(width=200))
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()

@@ -465,7 +465,7 @@ class TestMigrate:
 def test_up_reloads_the_demo_when_its_tenant_was_deleted(
     database: Database, tmp_path: Path
 ) -> None:
-    from toolsift.cli import _demo_loaded
+    from toolsift.cli.run import _demo_loaded
     from toolsift.demo.loader import load_demo
     from toolsift.tenants.service import tenant as tenant_service
 
@@ -572,7 +572,7 @@ class TestPrepareModel:
 def test_up_queues_the_catalogs_another_model_serves(
     client: TestClient, database: Database, owner_conn: OwnerConn
 ) -> None:
-    from toolsift.cli import reembed_other_models
+    from toolsift.cli.run import reembed_other_models
     from toolsift.embedding.onnx import DEFAULT_MODEL
 
     from ..fixtures.factories import embed_pending, new_tenant, tool_body
@@ -628,7 +628,7 @@ def test_eval_refuses_an_unknown_mode_before_reading_the_dataset(tmp_path: Path)
 
 
 def test_up_warns_when_the_development_stack_is_reachable_from_other_machines() -> None:
-    from toolsift.cli import exposure
+    from toolsift.cli.run import exposure
     from toolsift.config import Settings
 
     development = Settings(env="development")
@@ -653,7 +653,7 @@ def test_up_prints_the_servers_it_uses_without_their_passwords(
     must not be printed there, while the rest of the address still is."""
     from rich.console import Console
 
-    from toolsift import cli
+    from toolsift.cli import run as cli
 
     console = Console(record=True, width=200)
     monkeypatch.setattr(cli, "console", console)

@@ -94,7 +94,7 @@ def test_a_remembered_port_now_taken_is_a_clear_error_and_stops_what_started(
 
 
 def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace() -> None:
-    from toolsift.cli import stop_process
+    from toolsift.cli.run import stop_process
 
     stubborn = subprocess.Popen(
         [

@@ -1,0 +1,5 @@
+"""`python -m toolsift.cli`."""
+
+from . import main
+
+main()
