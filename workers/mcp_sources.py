@@ -8,6 +8,7 @@ from sqlalchemy.exc import OperationalError
 
 from toolsift.config import get_settings
 from toolsift.mcp import service
+from toolsift.mcp import sync as syncing
 from workers import resources
 from workers.celery_app import celery_app
 
@@ -16,14 +17,14 @@ from workers.celery_app import celery_app
 def schedule() -> int:
     """Claim due sources (their own schedule, or the server's list TTL) and queue their syncs."""
 
-    def enqueue(due: service.Due) -> None:
+    def enqueue(due: syncing.Due) -> None:
         sync.apply_async(
             kwargs={"tenant_id": str(due.tenant_id), "source_id": str(due.source_id)},
             # A claim lasts CLAIM_SECONDS; a sync still queued by then is redundant.
             expires=service.CLAIM_SECONDS,
         )
 
-    return service.schedule(resources.database(), enqueue)
+    return syncing.schedule(resources.database(), enqueue)
 
 
 @celery_app.task(
@@ -37,7 +38,7 @@ def schedule() -> int:
 )
 def sync(*, tenant_id: str, source_id: str) -> dict[str, object]:
     """Sync one source; repeating it is harmless (an unchanged catalog changes nothing)."""
-    result = service.sync_source(
+    result = syncing.sync_source(
         resources.database(),
         UUID(tenant_id),
         UUID(source_id),

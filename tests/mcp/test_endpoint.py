@@ -232,7 +232,7 @@ class TestSearchTools:
         settings: Settings,
     ) -> None:
         from toolsift.mcp.fetch import Catalog
-        from toolsift.mcp.service import sync_source
+        from toolsift.mcp.sync import sync_source
 
         source = admin.ok(
             admin.post(

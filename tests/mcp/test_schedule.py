@@ -24,7 +24,7 @@ from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.mcp import listener
 from toolsift.mcp.fetch import StdioTarget
-from toolsift.mcp.service import Due, due_sources, schedule, sync_source
+from toolsift.mcp.sync import Due, due_sources, schedule, sync_source
 from toolsift.models import McpSource
 
 from .servers.live import LiveServer, tool

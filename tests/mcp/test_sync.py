@@ -24,7 +24,8 @@ from toolsift.errors import AppError
 from toolsift.mcp.endpoints_admin import INLINE_SYNCS
 from toolsift.mcp.fetch import FetchError
 from toolsift.mcp.schemas import SourceCreate
-from toolsift.mcp.service import mcp, sync_source
+from toolsift.mcp.service import mcp
+from toolsift.mcp.sync import sync_source
 
 from .servers.live import LiveServer, tool
 

@@ -33,7 +33,8 @@ from ..models import McpSource, Tool
 from ..security import audit
 from .listener import OnChange
 from .schemas import SourceCreate
-from .service import SYNC_ACTOR, Due, mcp, sync_source
+from .service import SYNC_ACTOR, mcp
+from .sync import Due, sync_source
 
 app = typer.Typer(help="MCP sources: import tool catalogs from MCP servers.", no_args_is_help=True)
 console = Console()

@@ -24,7 +24,8 @@ from .schemas import (
     SourceUpdate,
     SyncRead,
 )
-from .service import McpServerError, SourceDisabled, mcp, sync_source
+from .service import McpServerError, SourceDisabled, mcp
+from .sync import sync_source
 
 router = APIRouter(route_class=StrictJSONRoute, prefix="/mcp", tags=["mcp"], responses=ERRORS)
 

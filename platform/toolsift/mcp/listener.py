@@ -31,7 +31,8 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from ..config import Settings
 from ..db import ALL_PERMISSIONS, Database
 from .fetch import Target, connect, describe_error
-from .service import Due, listening_sources, mcp
+from .service import mcp
+from .sync import Due, listening_sources
 
 _log = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
-"""MCP sources: registration, sync into the registry, and review of what they bring.
+"""MCP sources: registration, applying a sync to the registry, and review of what they bring.
 
-A sync reads the server's whole catalog outside any transaction, then applies it in one
-transaction through `ToolService.upsert` and `ToolService.delete`, so versions, positions,
-the BM25 index and the embedding outbox stay exactly as consistent as for any other write.
+A sync (`sync.sync_source`) reads the server's whole catalog outside any transaction, then
+`McpService.apply` applies it in one transaction through `ToolService.upsert` and
+`ToolService.delete`, so versions, positions, the BM25 index and the embedding outbox stay
+exactly as consistent as for any other write.
 A server that fails, or a catalog the registry cannot take, changes nothing but the
 source's health: the last good catalog keeps serving.
 
@@ -17,19 +18,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from sqlalchemy import delete, func, select, text, update
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from ..access.service import REVIEW_PERMISSION, access
 from ..config import Settings
-from ..db import ALL_PERMISSIONS, Database
 from ..errors import AppError, Conflict, NotFound, Unprocessable
 from ..models import McpSource, McpTool, Permission, Tool
 from ..security import audit
@@ -39,11 +38,9 @@ from . import screening
 from .catalog import CatalogError, Imported, convert
 from .fetch import (
     Catalog,
-    FetchError,
     HttpTarget,
     StdioTarget,
     Target,
-    fetch_catalog_sync,
     non_public,
 )
 from .schemas import (
@@ -54,7 +51,7 @@ from .schemas import (
     SourceUpdate,
     SyncRead,
 )
-from .secrets import SecretsUnreadable, SourceSecrets, scrub, seal, unseal
+from .secrets import SourceSecrets, seal, unseal
 
 _log = logging.getLogger(__name__)
 
@@ -62,7 +59,6 @@ _log = logging.getLogger(__name__)
 CLAIM_SECONDS = 300
 # Who changed the catalog when no admin asked: the source's schedule or its server's notice.
 SYNC_ACTOR = audit.Actor("sync")
-_SCHEDULER = text("SELECT set_config('app.scheduler', 'on', true)")
 
 
 class SourceDisabled(Conflict):
@@ -92,7 +88,7 @@ def source_tag(source_id: UUID) -> str:
     return f"mcp:{source_id}"
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
@@ -188,7 +184,7 @@ class McpService:
                 setattr(source, name, getattr(data, name))
         if "enabled" in fields and source.enabled:
             source.next_sync_at = None  # due at once
-        source.updated_at = _now()
+        source.updated_at = utc_now()
         session.flush()
         if "default_permission" in fields:
             permission_id = self._permission_id(
@@ -351,7 +347,7 @@ class McpService:
             )
         row.review_state = state
         row.approved_hash = definition_hash
-        row.reviewed_at = _now()
+        row.reviewed_at = utc_now()
         row.updated_at = row.reviewed_at
         session.flush()
         if row.removed_at is None:
@@ -377,7 +373,7 @@ class McpService:
             row.permission_id = self._permission_id(
                 session, data.required_permission, field="required_permission"
             )
-        row.updated_at = _now()
+        row.updated_at = utc_now()
         session.flush()
         if row.removed_at is None:
             self._materialize(session, self.get(session, row.source_id), [row])
@@ -426,7 +422,7 @@ class McpService:
                 " prefix cannot be changed)",
                 field=f"tools[{remote[:80]}].name",
             )
-        now = _now()
+        now = utc_now()
         new: list[McpTool] = []
         for remote, item in imported.items():
             row = rows.get(remote)
@@ -508,7 +504,7 @@ class McpService:
         self, session: Session, source: McpSource, message: str, *, settings: Settings
     ) -> None:
         """Unhealthy, with the error; the catalog stays as it was. Retries back off."""
-        now = _now()
+        now = utc_now()
         source.health = "unhealthy"
         source.last_error = message[:2000]
         source.last_attempt_at = now
@@ -526,7 +522,7 @@ class McpService:
 
     def claim(self, session: Session, source_id: UUID) -> bool:
         """Take a due source for one sync; false if another scheduler run already did."""
-        now = _now()
+        now = utc_now()
         claimed = session.execute(
             update(McpSource)
             .where(
@@ -660,142 +656,7 @@ class McpService:
 mcp = McpService()
 
 
-# --- across units of work: the sync itself -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Due:
-    tenant_id: UUID
-    source_id: UUID
-
-
-def sync_source(
-    database: Database,
-    tenant_id: UUID,
-    source_id: UUID,
-    *,
-    settings: Settings,
-    actor: audit.Actor | None = None,
-    fetch: Callable[[Target], Catalog] | None = None,
-) -> SyncRead:
-    """Fetch the catalog (outside any transaction), then apply it in one transaction.
-
-    A failing server or a catalog the registry cannot take marks the source unhealthy with
-    the error and changes nothing else. Secrets never reach the message: they are scrubbed.
-    A failure names the field to look at: the source's `url` (or `command`) when the server
-    gave no catalog, the tool the registry cannot take, or the setting that stopped it.
-    """
-    started = _now()
-    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-        source = mcp.get(session, source_id)
-        if not source.enabled:
-            # Disabled after a scheduler claimed it: nothing to do, nothing to report.
-            return SyncRead(source_id=source_id, status="skipped", error="the source is disabled")
-        server_field = "command" if source.transport == "stdio" else "url"
-        try:
-            target, secrets = mcp.target(source, settings=settings)
-        except (SecretsUnreadable, Unprocessable) as refused:
-            message = getattr(refused, "message", str(refused))
-            where = refused.field if isinstance(refused, Unprocessable) else _secrets_field(source)
-            mcp.record_failure(session, source, message, settings=settings)
-            return SyncRead(source_id=source_id, status="failed", error=message, field=where)
-    error: str | None = None
-    field: str | None = None
-    catalog: Catalog | None = None
-    try:
-        if fetch is not None:
-            catalog = fetch(target)
-        else:
-            catalog = fetch_catalog_sync(target, secrets=secrets.values())
-    except FetchError as failure:
-        error, field = scrub(str(failure), secrets), server_field
-    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-        if actor is not None:
-            audit.track(session, actor)
-        # The tenant's admin lock before the source row, in the order an admin write that
-        # changes this source takes them (the lock at its flush, then the row).
-        audit.lock_chain(session, tenant_id)
-        locked = session.scalar(
-            select(McpSource).where(McpSource.id == source_id).with_for_update()
-        )
-        if locked is None:
-            raise NotFound("source not found", field="source_id")
-        source = locked
-        if source.last_synced_at is not None and source.last_synced_at > started:
-            # A sync that started later already applied a newer catalog.
-            return SyncRead(source_id=source_id, status="skipped")
-        if catalog is not None:
-            try:
-                with session.begin_nested():
-                    result = mcp.apply(session, source, catalog, settings=settings)
-                _log.info(
-                    "mcp sync of %s: %d tools, %d created, %d updated, %d removed, %d held",
-                    source_id,
-                    result.tools,
-                    result.created,
-                    result.updated,
-                    result.removed,
-                    result.held,
-                )
-                return result
-            except (CatalogError, AppError) as failure:
-                error = scrub(str(getattr(failure, "message", failure)), secrets)
-                field = failure.field
-            except (IntegrityError, DataError) as refused:
-                # A catalog the checks above let through but the database would not store:
-                # a bug of ours, recorded on the source (not a 500 that leaves it "healthy").
-                _log.exception("mcp sync of %s: the database refused the catalog", source_id)
-                reason = str(refused.orig).splitlines()[0]
-                error = scrub(f"the registry could not store this catalog: {reason}", secrets)
-                field = "tools"
-        assert error is not None
-        mcp.record_failure(session, source, error, settings=settings)
-        _log.warning("mcp sync of %s failed: %s", source_id, error)
-        return SyncRead(source_id=source_id, status="failed", error=error, field=field)
-
-
-def due_sources(database: Database, *, limit: int = 1000) -> list[Due]:
-    """Enabled sources whose next sync is due, across tenants (ids only)."""
-    with database.unit_of_work(None) as session:
-        session.execute(_SCHEDULER)
-        rows = session.execute(
-            select(McpSource.tenant_id, McpSource.id)
-            .where(
-                McpSource.enabled.is_(True),
-                (McpSource.next_sync_at.is_(None)) | (McpSource.next_sync_at <= func.now()),
-            )
-            .order_by(McpSource.next_sync_at.nulls_first())
-            .limit(limit)
-        ).all()
-    return [Due(t, s) for t, s in rows]
-
-
-def schedule(database: Database, enqueue: Callable[[Due], None]) -> int:
-    """Claim each due source in its tenant's transaction and enqueue its sync after commit."""
-    count = 0
-    for due in due_sources(database):
-        with database.unit_of_work(due.tenant_id, permissions=ALL_PERMISSIONS) as session:
-            claimed = mcp.claim(session, due.source_id)
-        if claimed:
-            enqueue(due)
-            count += 1
-    return count
-
-
-def listening_sources(database: Database) -> dict[Due, datetime]:
-    """Enabled sources that want change notifications, across tenants, with their
-    last-change time (a changed source's listener is restarted)."""
-    with database.unit_of_work(None) as session:
-        session.execute(_SCHEDULER)
-        rows = session.execute(
-            select(McpSource.tenant_id, McpSource.id, McpSource.updated_at).where(
-                McpSource.enabled.is_(True), McpSource.listen.is_(True)
-            )
-        ).all()
-    return {Due(t, s): u for t, s, u in rows}
-
-
-def _secrets_field(source: McpSource) -> str:
+def secrets_field(source: McpSource) -> str:
     """The secrets to set again after the secret key changed."""
     if source.transport == "stdio":
         return "env"
