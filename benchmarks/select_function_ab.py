@@ -18,7 +18,8 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    (nanoseconds), so the figure is the database's own work whatever else the machine runs.
    Prints the median CPU per select of each side and the median of the rounds' ratios.
    With `--hybrid`, the 1,000-tool tenant is embedded (the default ONNX model, in-process)
-   and compared the same way in hybrid mode.
+   and compared the same way in hybrid mode; `--learned N` first gives each of its tools N
+   learned queries (`learned_queries`, with vectors), as reported calls would.
 2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
    baseline's search_path. First both answer the same selects (`--compare-queries` per
    tenant, in five request shapes, in bm25 mode), compared field by field but for the selection id and
@@ -250,8 +251,38 @@ def _http(
         )
 
 
-def _hybrid(database: Database, url: str, measured: list[Tenant], rounds: int, calls: int) -> None:
-    """The same per-call comparison in hybrid mode, on the 1,000-tool tenant, embedded here."""
+def _learn(url: str, tenant: Tenant, per_tool: int, vectors: dict[str, str]) -> int:
+    """`per_tool` learned queries for every tool of `tenant`, the bench's queries in turn
+    (a vector each, of the tenant's model), as reported calls would leave them."""
+    texts = list(vectors)
+    with psycopg.connect(url) as owner:
+        tools = owner.execute(
+            "SELECT id FROM tools WHERE tenant_id = %s ORDER BY position", (tenant.tenant_id,)
+        ).fetchall()
+        rows = [
+            (tool_id, f"{texts[(i * per_tool + j) % len(texts)]} #{j}",
+             vectors[texts[(i * per_tool + j) % len(texts)]])
+            for i, (tool_id,) in enumerate(tools) for j in range(per_tool)
+        ]  # fmt: skip
+        with owner.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO learned_queries (tenant_id, tool_id, query_hash, query, model,"
+                " embedding, required_permission_id, position)"
+                " SELECT t.tenant_id, t.id, sha256(convert_to(%s, 'UTF8')), %s,"
+                " tn.embedding_model, %s::vector, t.required_permission_id, t.position"
+                " FROM tools t JOIN tenants tn ON tn.id = t.tenant_id"
+                " WHERE t.tenant_id = %s AND t.id = %s",
+                [(q, q, v, tenant.tenant_id, tool_id) for tool_id, q, v in rows],
+            )
+        owner.execute("ANALYZE learned_queries")
+    return len(rows)
+
+
+def _hybrid(
+    database: Database, url: str, measured: list[Tenant], rounds: int, calls: int, learned: int
+) -> None:
+    """The same per-call comparison in hybrid mode, on the 1,000-tool tenant, embedded here
+    (with `learned` learned queries per tool)."""
     tenant = next(t for t in measured if t.catalog.name == "big")
     embed_all(database, [tenant])
     backend = get_backend(EmbeddingConfig())
@@ -260,6 +291,8 @@ def _hybrid(database: Database, url: str, measured: list[Tenant], rounds: int, c
         text: "[" + ",".join(repr(float(x)) for x in vector) + "]"
         for text, vector in zip(texts, backend.embed(texts), strict=True)
     }
+    if learned:
+        print(f"{_learn(url, tenant, learned, vectors):,d} learned queries ({learned} per tool)")
     cpu = _functions(url, tenant, rounds, calls, vectors)
     before, after = cpu["baseline"], cpu["current"]
     ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
@@ -287,6 +320,9 @@ def main() -> None:
     parser.add_argument("--compare-queries", type=int, default=60, help="per tenant and shape")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hybrid", action="store_true", help="also hybrid, per call, at 1,000")
+    parser.add_argument(
+        "--learned", type=int, default=0, help="with --hybrid: learned queries per tool"
+    )
     args = parser.parse_args()
     if args.isolation:
         if args.baseline is not None or args.http_rounds:
@@ -324,7 +360,7 @@ def main() -> None:
                 f"  {ratio:.3f}"
             )
         if args.hybrid:
-            _hybrid(database, plain, measured, args.rounds, args.calls)
+            _hybrid(database, plain, measured, args.rounds, args.calls, args.learned)
         if args.http_rounds <= 0:
             return
         postgres = postmaster_pid(server)

@@ -125,3 +125,44 @@ class TestEval:
         assert result.exit_code == 0, result.output
         assert result.output.count("select (bm25)") == 1
         assert list(json.loads((out / "results.json").read_text())["results"]) == ["bm25"]
+
+
+USAGE = Path(__file__).parent / "data" / "usage"
+
+
+class TestWarm:
+    """`--warm`: the other half replayed as usage, learned by the real worker, then measured.
+
+    The usage dataset's queries are nonsense words no description has, each pair split
+    across the halves: only what was learned from the tune half can find the check half's.
+    """
+
+    def test_usage_of_one_half_finds_the_other(self, tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        options = ["--modes", "dense", "--baselines", "baseline_dense", "--k", "1,5"]
+        result = runner.invoke(app, ["eval", str(USAGE), *options, "--warm", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "results.json").read_text())
+        assert data["warm"] == {
+            "half": "tune",
+            "queries": 4,
+            "calls": 4,
+            "learned": 4,
+            "learned_queries": 4,
+        }
+        assert (data["half"], data["queries"]) == ("check", 4)
+        assert data["results"]["dense"]["recall@1"] == 1.0
+        # The same model on the tools' own text, cold: the words are nowhere in it.
+        assert data["results"]["baseline_dense"]["recall@1"] < 1.0
+        assert "after the tune half replayed as usage" in (out / "results.md").read_text()
+
+    @pytest.mark.parametrize(
+        ("options", "named"),
+        [(["--half", "all"], "--warm"), (["--modes", "bm25"], "dense or hybrid")],
+    )
+    def test_warm_without_a_half_to_replay_or_a_dense_side_is_refused(
+        self, options: list[str], named: str
+    ) -> None:
+        result = runner.invoke(app, ["eval", str(USAGE), "--warm", *options])
+        assert result.exit_code == 2, result.output
+        assert named in result.output

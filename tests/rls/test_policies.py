@@ -28,7 +28,14 @@ from toolsift.db import ALL_PERMISSIONS, Database, set_permissions, set_tenant
 from toolsift.mcp.fetch import Catalog
 from toolsift.mcp.schemas import SourceCreate
 from toolsift.mcp.service import mcp
-from toolsift.models import EmbeddingRefusal, SelectionLog, Tool, ToolCall, ToolEmbedding
+from toolsift.models import (
+    EmbeddingRefusal,
+    LearnedQuery,
+    SelectionLog,
+    Tool,
+    ToolCall,
+    ToolEmbedding,
+)
 from toolsift.security import audit
 from toolsift.tenants.schemas import TenantCreate
 from toolsift.tenants.service import tenant as tenant_service
@@ -147,6 +154,7 @@ class TestCatalog:
         ).fetchall()
         assert rows == [
             ("corpus_stats", False),
+            ("learned_queries", False),
             ("term_stats", False),
             ("tool_embeddings", False),
             ("tool_terms", False),
@@ -364,6 +372,18 @@ def _seed(database: Database, name: str) -> Seeded:
                 model="test-model",
                 version=restricted_tool.version,
                 dimension=3,
+                embedding=[1.0, 0.0, 0.0],
+                required_permission_id=restricted_tool.required_permission_id,
+                position=restricted_tool.position,
+            )
+        )
+        session.add(
+            LearnedQuery(
+                tenant_id=tenant_id,
+                tool_id=restricted_tool.id,
+                query_hash=b"refund the order",
+                query="refund the order",
+                model="test-model",
                 embedding=[1.0, 0.0, 0.0],
                 required_permission_id=restricted_tool.required_permission_id,
                 position=restricted_tool.position,

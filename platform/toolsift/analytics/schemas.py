@@ -28,6 +28,9 @@ class ToolCallRead(Schema):
     success: bool | None
     # Whether the select had offered this tool: one sample of recall of the called tool.
     selected: bool
+    # Whether the call taught the tenant's ranking (its query is learned for the tool): an
+    # allowed call of a live tool the key may use, not reported as failed, after a query.
+    learned: bool
     created_at: datetime
 
 

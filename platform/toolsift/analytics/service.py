@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from ..auth.deps import Principal
 from ..db import tenant_gone
+from ..embedding import learning
 from ..errors import NotFound, Unprocessable
 from ..models import ToolCall
 from ..security import audit
@@ -209,6 +210,15 @@ class AnalyticsService:
             ):
                 raise NotFound("no such selection", field="selection_id") from error
             raise
+        # A call that went through teaches the ranking: one that was refused or failed says
+        # nothing good of the tool for this query.
+        learned = (
+            data.allowed
+            and data.success is not False
+            and learning.record(
+                session, principal.tenant_id, data.selection_id, found.created_at, data.tool
+            )
+        )
         return ToolCallRead(
             id=call_id,
             selection_id=data.selection_id,
@@ -216,6 +226,7 @@ class AnalyticsService:
             allowed=data.allowed,
             success=data.success,
             selected=bool(found.selected),
+            learned=learned,
             created_at=created_at,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Annotated
@@ -156,6 +157,13 @@ def eval_command(
         int | None,
         typer.Option(min=1, help="Evaluate a seeded sample of this many queries (of --half)."),
     ] = None,
+    warm: Annotated[
+        bool,
+        typer.Option(
+            help="First replay the other half as usage (a select, then a reported call of"
+            " each relevant tool), wait for the worker to learn it, then measure --half."
+        ),
+    ] = False,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Selects in flight.")] = 4,
     embed_timeout: Annotated[
         float,
@@ -182,6 +190,11 @@ def eval_command(
         raise typer.BadParameter(
             f"{half!r}: use one of {', '.join(eval_dataset.HALVES)} or all", param_hint="--half"
         )
+    if warm and half == "all":
+        raise typer.BadParameter(
+            "--warm replays the half not measured: use --half check or --half tune",
+            param_hint="--warm",
+        )
     chosen = [] if baselines.strip() == "none" else _csv(baselines, "baseline")
     options = Options(
         modes=list(dict.fromkeys(_csv(modes, "mode"))),  # a mode named twice runs once
@@ -206,6 +219,9 @@ def eval_command(
         fail(str(error))
     for repair in data.repairs:
         err.print(f"[yellow]warning:[/yellow] {repair} (not valid JSON Schema)", highlight=False)
+    if warm:
+        other = next(h for h in eval_dataset.HALVES if h != half)
+        options = dataclasses.replace(options, warm=data.half(other))
     # The half first: a sample is then of the half's queries.
     data = data.half(half).sample(queries)
     if not data.queries:

@@ -35,6 +35,13 @@ class EmbeddingStatusRead(BaseModel):
     refused: list[RefusedToolRead] = Field(
         description="The first 100 of those, in registry order, with the server's reason."
     )
+    learned_queries: int = Field(
+        description="Queries learned from reported tool calls (POST /v1/tool-calls): each"
+        " one more vector of the tool called after it."
+    )
+    learned_embedded: int = Field(
+        description="Of those, the ones with a vector of the served model (they rank now)."
+    )
 
 
 class RefusedToolRead(BaseModel):

@@ -28,6 +28,7 @@ from ..db import ALL_PERMISSIONS, Database
 from ..lexical.analysis import split_identifier
 from ..models import Tool
 from ..security import audit
+from . import learning
 from .base import EmbeddingBackend, EmbeddingError, EmbeddingUnavailable, vector_literal
 
 _log = logging.getLogger(__name__)
@@ -111,17 +112,37 @@ def follow(session: Session, tool_ids: Sequence[UUID]) -> None:
             ).bindparams(bindparam("ids", type_=_UUIDS)),
             {"tenant_id": session.info["tenant_id"], "ids": list(tool_ids)},
         )
-
-
-def forget(session: Session, tool_ids: Sequence[UUID]) -> None:
-    """A deleted tool's vectors go with it; a restored tool is a new version, embedded anew."""
-    if tool_ids:
         session.execute(
             text(
-                "DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND tool_id = ANY(:ids)"
+                """
+                UPDATE learned_queries q SET required_permission_id = t.required_permission_id
+                FROM tools t
+                WHERE t.tenant_id = q.tenant_id AND t.id = q.tool_id
+                  AND q.tenant_id = :tenant_id AND q.tool_id = ANY(:ids)
+                  AND q.required_permission_id IS DISTINCT FROM t.required_permission_id
+                """
             ).bindparams(bindparam("ids", type_=_UUIDS)),
             {"tenant_id": session.info["tenant_id"], "ids": list(tool_ids)},
         )
+
+
+_FORGET = tuple(
+    text(statement).bindparams(bindparam("ids", type_=_UUIDS))
+    for statement in (
+        "DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND tool_id = ANY(:ids)",
+        "DELETE FROM learned_queries WHERE tenant_id = :tenant_id AND tool_id = ANY(:ids)",
+    )
+)
+
+
+def forget(session: Session, tool_ids: Sequence[UUID]) -> None:
+    """A deleted tool's vectors go with it, its learned queries too (a name deleted and
+    created again may be another tool); a restored tool is a new version, embedded anew."""
+    if tool_ids:
+        for statement in _FORGET:
+            session.execute(
+                statement, {"tenant_id": session.info["tenant_id"], "ids": list(tool_ids)}
+            )
 
 
 # --- the relay -------------------------------------------------------------------------------
@@ -204,6 +225,7 @@ class EmbedResult:
     skipped: int
     model: str
     carried: int = 0  # vectors moved on to a new version whose text had not changed
+    learned: int = 0  # vectors of queries the tools were called for (`learning`)
 
 
 _PENDING = text(
@@ -215,7 +237,7 @@ _PENDING = text(
     JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id AND t.deleted_at IS NULL
     LEFT JOIN tool_embeddings e
            ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = :model
-    WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs)
+    WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs) AND o.kind <> :learn
     GROUP BY t.tenant_id, t.id, e.version, e.text_hash
     ORDER BY t.position
     """
@@ -301,6 +323,13 @@ _SWITCH = text(
 _DROP_OTHER_MODELS = (
     text("DELETE FROM tool_embeddings WHERE tenant_id = :tenant_id AND model <> :model"),
     text("DELETE FROM embedding_refusals WHERE tenant_id = :tenant_id AND model <> :model"),
+    # Learned queries are text too: embedded again under the model now served.
+    text(
+        "INSERT INTO outbox (tenant_id, id, kind, tool_id, attempts)"
+        " SELECT :tenant_id, gen_random_uuid(), 'learn', q.tool_id, 0"
+        " FROM learned_queries q WHERE q.tenant_id = :tenant_id AND q.model <> :model"
+        " GROUP BY q.tool_id"
+    ),
 )
 # Refusals by a model that neither serves nor is being embedded with (a model change given
 # up): nothing will ever settle them.
@@ -324,8 +353,16 @@ def embed_jobs(
     model = backend.model
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
         rows = session.execute(
-            _PENDING, {"tenant_id": tenant_id, "jobs": jobs, "model": model, "reembed": REEMBED}
+            _PENDING,
+            {
+                "tenant_id": tenant_id,
+                "jobs": jobs,
+                "model": model,
+                "reembed": REEMBED,
+                "learn": learning.LEARN,
+            },
         ).all()
+        learned_rows = learning.pending(session, tenant_id, jobs, model)
     # Each tool whose vector is not current either keeps it (same text: carried) or has it
     # computed; a forced job always computes.
     carried: list[tuple[Any, bytes]] = []
@@ -347,6 +384,7 @@ def embed_jobs(
             texts.append(document)
             digests.append(digest)
     computed, refused = _embed_isolating(backend, texts)
+    learned_vectors, _ = _embed_isolating(backend, learning.texts(learned_rows))
     failed = {todo[i].id: (todo[i].name, todo[i].version, reason) for i, reason in refused.items()}
     kept = [i for i in range(len(todo)) if i not in refused]
     todo, digests = [todo[i] for i in kept], [digests[i] for i in kept]
@@ -384,6 +422,7 @@ def embed_jobs(
             stored = _rowcount(stored_rows)
         if stored_ids := [r.id for r in todo] + [r.id for r, _ in carried]:
             session.execute(_SETTLED, {"tenant_id": tenant_id, "model": model, "ids": stored_ids})
+        learned = learning.store(session, tenant_id, model, learned_rows, learned_vectors)
         session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
         session.execute(_ABANDONED, {"tenant_id": tenant_id, "model": model})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():
@@ -395,6 +434,7 @@ def embed_jobs(
         skipped=len(rows) - stored - moved,
         model=model,
         carried=moved,
+        learned=learned,
     )
 
 
@@ -512,6 +552,8 @@ class EmbeddingStatus:
     other_models: dict[str, int] = field(default_factory=dict)
     refused_tools: int = 0
     refused: list[RefusedTool] = field(default_factory=list)
+    learned_queries: int = 0
+    learned_embedded: int = 0
 
 
 _STATUS = text(
@@ -527,7 +569,10 @@ _STATUS = text(
            (SELECT coalesce(jsonb_object_agg(x.model, x.n), '{}')
               FROM (SELECT model, count(*) AS n FROM tool_embeddings
                      WHERE tenant_id = :tenant_id AND model IS DISTINCT FROM (SELECT model FROM m)
-                     GROUP BY model) x)
+                     GROUP BY model) x),
+           (SELECT count(*) FROM learned_queries WHERE tenant_id = :tenant_id),
+           (SELECT count(*) FROM learned_queries
+             WHERE tenant_id = :tenant_id AND model = (SELECT model FROM m))
     FROM tools t
     LEFT JOIN tool_embeddings e
            ON e.tenant_id = t.tenant_id AND e.tool_id = t.id AND e.model = (SELECT model FROM m)
@@ -560,7 +605,7 @@ def status(session: Session, tenant_id: UUID) -> EmbeddingStatus:
     """How far the served model's vectors are behind the live catalog the caller sees."""
     row = session.execute(_STATUS, {"tenant_id": tenant_id}).one()
     refused = session.execute(_REFUSED, {"tenant_id": tenant_id, "limit": REFUSED_LISTED}).all()
-    model, tools, embedded, stale, missing, pending_jobs, refused_jobs, other_models = row
+    model, tools, embedded, stale, missing, pending_jobs, refused_jobs, other_models = row[:8]
     return EmbeddingStatus(
         model,
         tools,
@@ -572,6 +617,8 @@ def status(session: Session, tenant_id: UUID) -> EmbeddingStatus:
         other_models,
         refused_tools=refused[0][5] if refused else 0,
         refused=[RefusedTool(*r[:5]) for r in refused],
+        learned_queries=row[8],
+        learned_embedded=row[9],
     )
 
 

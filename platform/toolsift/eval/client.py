@@ -26,7 +26,8 @@ class ApiError(RuntimeError):
     """The server refused or failed a call; the message carries method, path and answer."""
 
 
-def _check(response: httpx.Response, expected: int = 200) -> Any:
+def checked(response: httpx.Response, expected: int = 200) -> Any:
+    """The answer's JSON, or an ApiError naming the call and quoting the answer."""
     if response.status_code != expected:
         request = response.request
         raise ApiError(
@@ -44,6 +45,8 @@ class EmbeddingStatus:
     stale: int
     missing: int
     pending_jobs: int
+    learned_queries: int
+    learned_embedded: int
 
     @property
     def done(self) -> bool:
@@ -68,23 +71,23 @@ class Admin:
         self.http.close()
 
     def tenant(self) -> dict[str, Any]:
-        result: dict[str, Any] = _check(self.http.get("/admin/v1/tenant"))
+        result: dict[str, Any] = checked(self.http.get("/admin/v1/tenant"))
         return result
 
     def has_tools(self) -> bool:
-        page = _check(self.http.get("/admin/v1/tools", params={"limit": 1}))
+        page = checked(self.http.get("/admin/v1/tools", params={"limit": 1}))
         return bool(page["items"])
 
     def agent_key(self, name: str = "toolsift-eval") -> tuple[str, str]:
         """(id, secret) of a new agent key; `revoke` it when done."""
-        created = _check(
+        created = checked(
             self.http.post("/admin/v1/keys", json={"name": name, "scope": "agent", "roles": []}),
             201,
         )
         return str(created["id"]), str(created["secret"])
 
     def revoke(self, key_id: str) -> None:
-        _check(self.http.delete(f"/admin/v1/keys/{key_id}"))
+        checked(self.http.delete(f"/admin/v1/keys/{key_id}"))
 
     def upload(self, tools: Sequence[EvalTool], progress: Callable[[int], None]) -> None:
         """Every tool, in chunks under the body limit, in dataset order (= registry order)."""
@@ -104,7 +107,7 @@ class Admin:
             progress(len(chunk))
 
     def _put(self, chunk: list[dict[str, Any]]) -> None:
-        _check(self.http.put("/admin/v1/tools", json={"tools": chunk}))
+        checked(self.http.put("/admin/v1/tools", json={"tools": chunk}))
 
     def token_costs(self) -> dict[str, int]:
         """Registry name -> token cost, as the server computed it (what a select spends)."""
@@ -114,7 +117,7 @@ class Admin:
             params: dict[str, int] = {"limit": 1000}
             if after is not None:
                 params["after"] = after
-            page = _check(self.http.get("/admin/v1/tools", params=params))
+            page = checked(self.http.get("/admin/v1/tools", params=params))
             for tool in page["items"]:
                 costs[tool["name"]] = int(tool["token_cost"])
             after = page.get("next_cursor")
@@ -127,7 +130,7 @@ class Admin:
             raise ApiError(
                 "GET /admin/v1/embeddings: HTTP 404: this server has no embeddings pipeline"
             )
-        data = _check(response)
+        data = checked(response)
         return EmbeddingStatus(**{k: data[k] for k in EmbeddingStatus.__dataclass_fields__})
 
     def wait_for_embeddings(
@@ -157,6 +160,25 @@ class Admin:
             previous = status
             time.sleep(poll)
 
+    def wait_for_learning(self, *, timeout: float, poll: float = 1.0) -> EmbeddingStatus:
+        """Poll until every learned query has a vector of the served model; fail after
+        `timeout` s without progress (the worker computes them)."""
+        last_change = time.monotonic()
+        previous = -1
+        while True:
+            status = self.embeddings()
+            if status.learned_embedded >= status.learned_queries:
+                return status
+            if status.learned_embedded != previous:
+                last_change, previous = time.monotonic(), status.learned_embedded
+            elif time.monotonic() - last_change > timeout:
+                raise ApiError(
+                    f"learned queries made no progress for {timeout:.0f} s "
+                    f"({status.learned_embedded}/{status.learned_queries} embedded): "
+                    "is a worker running?"
+                )
+            time.sleep(poll)
+
 
 def create_tenant(base_url: str, operator_key: str, name: str) -> tuple[str, str]:
     """A fresh tenant through `POST /admin/v1/tenants`; returns its id and admin key."""
@@ -166,7 +188,7 @@ def create_tenant(base_url: str, operator_key: str, name: str) -> tuple[str, str
         headers={"Authorization": f"Bearer {operator_key}"},
         timeout=30,
     )
-    created = _check(response, 201)
+    created = checked(response, 201)
     return str(created["tenant"]["id"]), str(created["admin_key"]["secret"])
 
 
@@ -176,7 +198,7 @@ def delete_tenant(base_url: str, operator_key: str, tenant_id: str) -> None:
         headers={"Authorization": f"Bearer {operator_key}"},
         timeout=60,
     )
-    _check(response, 204)
+    checked(response, 204)
 
 
 def select_body(text: str, *, mode: str, k: int) -> bytes:

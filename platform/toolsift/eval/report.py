@@ -24,7 +24,13 @@ def _pct(value: float) -> str:
 def _queries(data: dict[str, Any]) -> str:
     """`177 queries (check half)`, or `354 queries (both halves)`: which were measured."""
     half = "both halves" if data["half"] == "all" else f"{data['half']} half"
-    return f"{data['queries']} queries ({half})"
+    said = f"{data['queries']} queries ({half})"
+    if warm := data.get("warm"):
+        said += (
+            f", after the {warm['half']} half replayed as usage ({warm['learned']} calls"
+            f" learned; the baselines did not learn)"
+        )
+    return said
 
 
 def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import tempfile
 import threading
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from rich.console import Console
@@ -45,6 +46,9 @@ class Options:
     operator_key: str | None = None
     concurrency: int = 4
     embed_timeout: float = 300.0
+    # Queries replayed as logged usage (a select, then a call of each relevant tool) before
+    # any measured select: `toolsift eval --warm`. Never the measured ones.
+    warm: Dataset | None = None
 
 
 @dataclass
@@ -52,6 +56,8 @@ class Evaluation:
     dataset: Dataset
     results: dict[str, dict[str, float]] = field(default_factory=dict)
     outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
+    # With --warm: the replayed half, its queries, and the calls the server learned.
+    warm: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The shape of results.json: `half` says which queries were measured ("check",
@@ -62,6 +68,7 @@ class Evaluation:
             "half": self.dataset.which_half,
             "queries": len(self.dataset.queries),
             "results": self.results,
+            **({"warm": self.warm} if self.warm is not None else {}),
         }
 
 
@@ -134,6 +141,69 @@ _RATE_LIMIT_RETRIES = 30
 _DEGRADED_RETRIES = 3
 
 
+T = TypeVar("T")
+
+
+def _post(
+    http: httpx.Client, stop: threading.Event, path: str, body: bytes
+) -> tuple[httpx.Response, float]:
+    """One POST, waiting out the server's rate limit; the time of the answer that came."""
+    for _ in range(_RATE_LIMIT_RETRIES):
+        if stop.is_set():
+            raise client.ApiError("stopped")
+        started = time.perf_counter()
+        response = http.post(path, content=body)
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 429:
+            break
+        # A dataset can need more requests than a minute's allowance: wait as told.
+        stop.wait(min(float(response.headers.get("retry-after", "1")), 60.0))
+    return response, elapsed
+
+
+def _each(
+    url: str,
+    agent_key: str,
+    count: int,
+    work: Callable[[httpx.Client, threading.Event, int], T],
+    *,
+    concurrency: int,
+) -> list[T]:
+    """`work` for 0..count-1, `concurrency` at a time, a client per thread; the first
+    failure, or Ctrl-C, stops the run."""
+    local = threading.local()
+    headers = {"Authorization": f"Bearer {agent_key}", "Content-Type": "application/json"}
+    clients: list[httpx.Client] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def one(index: int) -> T:
+        http = getattr(local, "http", None)
+        if http is None:
+            http = local.http = httpx.Client(base_url=url, headers=headers, timeout=60.0)
+            with lock:
+                clients.append(http)
+        return work(http, stop, index)
+
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
+    try:
+        futures = [pool.submit(one, i) for i in range(count)]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in done if f.exception() is not None), None)
+        if failed is not None:
+            raise failed.exception()  # type: ignore[misc]
+        return [f.result() for f in futures]
+    finally:
+        # On a failure or Ctrl-C, no queued request is sent and no thread sends another (a
+        # run that goes on after its tenant is deleted only collects 401s); closing the
+        # clients first ends the requests in flight instead of waiting up to their timeout.
+        stop.set()
+        with lock:
+            for http in clients:
+                http.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _select_all(
     url: str,
     agent_key: str,
@@ -145,41 +215,17 @@ def _select_all(
     advance: Callable[[], None],
     unembedded: int = 0,
 ) -> list[Outcome]:
-    """Every query once, `concurrency` at a time; the first failure, or Ctrl-C, stops the run.
+    """Every query once, through `POST /v1/select`.
 
     `unembedded` is how many tools the wait left without a vector: a dense or hybrid answer
     that counts more `missing_embeddings` was served without (all of) the dense side.
     """
-    local = threading.local()
-    headers = {"Authorization": f"Bearer {agent_key}", "Content-Type": "application/json"}
-    clients: list[httpx.Client] = []
-    lock = threading.Lock()
-    stop = threading.Event()
 
-    def post(http: httpx.Client, body: bytes) -> tuple[httpx.Response, float]:
-        for _ in range(_RATE_LIMIT_RETRIES):
-            if stop.is_set():
-                raise client.ApiError("stopped")
-            started = time.perf_counter()
-            response = http.post("/v1/select", content=body)
-            elapsed = (time.perf_counter() - started) * 1000
-            if response.status_code != 429:
-                break
-            # The server's rate limit: wait as told (a dataset can need more selects than a
-            # minute's allowance), and measure only the answer that came.
-            stop.wait(min(float(response.headers.get("retry-after", "1")), 60.0))
-        return response, elapsed
-
-    def one(index: int) -> Outcome:
-        http = getattr(local, "http", None)
-        if http is None:
-            http = local.http = httpx.Client(base_url=url, headers=headers, timeout=60.0)
-            with lock:
-                clients.append(http)
+    def one(http: httpx.Client, stop: threading.Event, index: int) -> Outcome:
         query = dataset.queries[index]
         body = client.select_body(query.text, mode=mode, k=depth)
         for attempt in range(_DEGRADED_RETRIES + 1):
-            response, elapsed = post(http, body)
+            response, elapsed = _post(http, stop, "/v1/select", body)
             if response.status_code != 200:
                 raise client.ApiError(
                     f"POST /v1/select (mode {mode}, query {query.id}): HTTP "
@@ -202,27 +248,65 @@ def _select_all(
         advance()
         return Outcome(client.ranking(answer), query.relevant, int(answer["tokens"]), elapsed)
 
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
-    try:
-        futures = [pool.submit(one, i) for i in range(len(dataset.queries))]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in done if f.exception() is not None), None)
-        if failed is not None:
-            raise failed.exception()  # type: ignore[misc]
-        return [f.result() for f in futures]
-    finally:
-        # On a failure or Ctrl-C, no queued query is sent and no thread sends another (a run
-        # that goes on after its tenant is deleted only collects 401s); closing the clients
-        # first ends the requests in flight instead of waiting up to their timeout.
-        stop.set()
-        with lock:
-            for http in clients:
-                http.close()
-        pool.shutdown(wait=True, cancel_futures=True)
+    return _each(url, agent_key, len(dataset.queries), one, concurrency=concurrency)
+
+
+def _replay(
+    url: str, agent_key: str, usage: Dataset, *, concurrency: int, advance: Callable[[], None]
+) -> int:
+    """`usage`'s queries as an agent's turns: a select, then a reported call of each tool
+    the query needed (what a model that found it would call). Returns the calls learned."""
+
+    def one(http: httpx.Client, stop: threading.Event, index: int) -> int:
+        query = usage.queries[index]
+        # BM25 only: what is learned is the query, whatever the select offered.
+        response, _ = _post(
+            http, stop, "/v1/select", client.select_body(query.text, mode="bm25", k=5)
+        )
+        selection = client.checked(response)
+        learned = 0
+        for tool in sorted(query.relevant):
+            body = {"selection_id": selection["selection_id"], "tool": tool, "allowed": True,
+                    "success": True}  # fmt: skip
+            response, _ = _post(http, stop, "/v1/tool-calls", json.dumps(body).encode())
+            learned += bool(client.checked(response, 201)["learned"])
+        advance()
+        return learned
+
+    return sum(_each(url, agent_key, len(usage.queries), one, concurrency=concurrency))
+
+
+def _warm(
+    url: str, agent_key: str, admin: client.Admin, options: Options, console: Console
+) -> dict[str, Any]:
+    """Replay `options.warm` as usage and wait for the worker to learn it."""
+    usage = options.warm
+    assert usage is not None
+    with _progress(console) as progress:
+        task = progress.add_task(f"usage ({usage.which_half})", total=len(usage.queries))
+        learned = _replay(
+            url, agent_key, usage, concurrency=options.concurrency,
+            advance=functools.partial(progress.advance, task),
+        )  # fmt: skip
+    status = admin.wait_for_learning(timeout=options.embed_timeout)
+    calls = sum(len(q.relevant) for q in usage.queries)
+    console.log(
+        f"learned {learned} of {calls} calls: {status.learned_embedded} distinct queries"
+        " with a vector"
+    )
+    return {
+        "half": usage.which_half,
+        "queries": len(usage.queries),
+        "calls": calls,
+        "learned": learned,
+        "learned_queries": status.learned_embedded,
+    }
 
 
 def check(options: Options) -> None:
     """Refuse unknown modes and baselines before anything is loaded or started."""
+    if options.warm is not None and not EMBEDDING_MODES & set(options.modes):
+        raise ValueError("--warm teaches the dense side: measure dense or hybrid too")
     for mode in options.modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; use some of {', '.join(MODES)}")
@@ -267,6 +351,8 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                             " have no current vector: the embedding server refused their text"
                             " (GET /admin/v1/embeddings lists them); BM25 still finds them."
                         )
+                if options.warm is not None:
+                    evaluation.warm = _warm(url, agent_key, admin, options, console)
                 for mode in options.modes:
                     with _progress(console) as progress:
                         task = progress.add_task(f"select ({mode})", total=n_queries)

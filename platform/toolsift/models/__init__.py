@@ -3,7 +3,7 @@
 from .access import ApiKey, ApiKeyRole, Permission, Role, RolePermission
 from .audit import AuditEntry
 from .base import Base
-from .embedding import EmbeddingRefusal, OutboxJob, ToolEmbedding
+from .embedding import EmbeddingRefusal, LearnedQuery, OutboxJob, ToolEmbedding
 from .mcp import McpSource, McpTool
 from .selection import SelectionLog, ToolCall, ToolVersion
 from .tenant import Tenant
@@ -16,6 +16,7 @@ __all__ = [
     "Base",
     "CorpusStat",
     "EmbeddingRefusal",
+    "LearnedQuery",
     "McpSource",
     "McpTool",
     "OutboxJob",

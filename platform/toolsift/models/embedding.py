@@ -100,3 +100,34 @@ class OutboxJob(TenantScoped, Base):
     # Times the embedding server refused this job's text (not publishes, which `attempts`
     # counts): the job is dropped after `embedding.service.MAX_EMBED_REFUSALS`.
     refusals: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class LearnedQuery(TenantScoped, Base):
+    """A query whose selection was followed by a call of this tool (`POST /v1/tool-calls`).
+
+    Its vector is one more way to reach the tool: the dense score of a tool is its best
+    similarity over its own vector and these. The worker computes the vector (outbox kind
+    `learn`); until then, or under another model than the tenant serves, the row ranks
+    nothing. Permission and position are the tool's, copied like `ToolEmbedding`'s, so the
+    same RESTRICTIVE policy drops a forbidden tool's queries before any distance.
+    """
+
+    __tablename__ = "learned_queries"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "tool_id"], ["tools.tenant_id", "tools.id"], ondelete="CASCADE"
+        ),
+    )
+
+    tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    # SHA-256 of the query: the same query called again counts, it is not a new row.
+    query_hash: Mapped[bytes] = mapped_column(LargeBinary, primary_key=True)
+    query: Mapped[str] = mapped_column(Text)
+    calls: Mapped[int] = mapped_column(Integer, server_default="1")
+    model: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[Any | None] = mapped_column(VECTOR())
+    required_permission_id: Mapped[uuid.UUID | None] = mapped_column()
+    position: Mapped[int] = mapped_column(BigInteger)
+    last_called_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )

@@ -132,15 +132,24 @@ BEGIN
              WHERE p_mode = 'hybrid'
         ),
         -- Vectors of another model than the tenant serves never mix in (a switch is on).
+        -- A tool is as near as the nearest of its own vector and the queries it was called
+        -- for (`learned_queries`): usage reaches it by the words its users use.
         near AS (
             SELECT x.tool_id, x.position, 1.0::float8 - x.distance AS similarity,
                    row_number() OVER (ORDER BY x.distance, x.position)::integer AS rnk
               -- A deleted tool's vectors are deleted with it (`embedding.service`).
-              FROM (SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
-                      FROM public.tool_embeddings e
-                     WHERE e.tenant_id = p_tenant AND e.model = p_model AND p_model = served
-                       AND p_vector IS NOT NULL
-                     ORDER BY distance, e.position
+              FROM (SELECT v.tool_id, min(v.distance) AS distance, min(v.position) AS position
+                      FROM (SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
+                              FROM public.tool_embeddings e
+                             WHERE e.tenant_id = p_tenant AND e.model = p_model
+                               AND p_model = served AND p_vector IS NOT NULL
+                            UNION ALL
+                            SELECT q.tool_id, q.embedding <=> p_vector, q.position
+                              FROM public.learned_queries q
+                             WHERE q.tenant_id = p_tenant AND q.model = p_model
+                               AND p_model = served AND p_vector IS NOT NULL) v
+                     GROUP BY v.tool_id
+                     ORDER BY distance, position
                      LIMIT p_pool) x
         ),
         -- BM25's floor is kept in full only by a first tool that has every word of the query

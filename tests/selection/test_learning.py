@@ -1,0 +1,194 @@
+"""Learning from usage: a reported call teaches the tenant's dense ranking the query it followed.
+
+Each case goes through the HTTP API and the real embed task (`embed_pending`: the ONNX model,
+no Celery), and checks what a caller sees: where the tool ranks, and what the rows hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.analytics.seed import OwnerConn
+from tests.fixtures.factories import Caller, agent_key, embed_pending, new_tenant, support_catalog
+from toolsift.db import Database
+from toolsift.embedding.learning import KEPT_PER_TOOL
+
+# Words no description has: before learning, nothing about them points at any one tool.
+TAUGHT = "zorp the blinket for gleeb"
+ASKED = "please zorp my blinket for gleeb"
+
+
+def ranks(caller: Caller, query: str, **body: Any) -> list[str]:
+    """Every candidate the caller may see, best first (dense only: the learned part)."""
+    result = caller.ok(caller.select(query, mode="dense", debug=True, k=50, **body))
+    return [c["name"] for c in result["candidates"]]
+
+
+def report(caller: Caller, query: str, tool: str, **call: Any) -> dict[str, Any]:
+    """Select for `query` (BM25: no vector needed to learn) and report a call of `tool`."""
+    selection = caller.ok(caller.select(query, mode="bm25"))
+    body = {"selection_id": selection["selection_id"], "tool": tool, "allowed": True, **call}
+    response: dict[str, Any] = caller.ok(caller.post("/v1/tool-calls", body), 201)
+    return response
+
+
+def learned(owner_conn: OwnerConn, caller: Caller) -> list[tuple[Any, ...]]:
+    return owner_conn.execute(
+        "SELECT t.name, q.query, q.calls, q.model IS NOT NULL, q.embedding IS NOT NULL"
+        " FROM learned_queries q JOIN tools t ON t.tenant_id = q.tenant_id AND t.id = q.tool_id"
+        " WHERE q.tenant_id = %s ORDER BY t.name, q.query",
+        (caller.tenant_id,),
+    ).fetchall()
+
+
+def last_ranked(caller: Caller, database: Database) -> str:
+    """The tool dense puts last for `ASKED` today: the hardest one to teach."""
+    embed_pending(database, caller.tenant_id)
+    return ranks(caller, ASKED)[-1]
+
+
+class TestACallTeaches:
+    def test_the_called_tool_comes_first_for_a_like_query(
+        self, support_agent: Caller, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tool = last_ranked(support_agent, database)
+        body = report(support_agent, TAUGHT, tool, success=True)
+        assert body["learned"] is True
+        assert learned(owner_conn, support_agent) == [(tool, TAUGHT, 1, False, False)]
+        # The vector is the worker's: until it runs, nothing changes.
+        assert ranks(support_agent, ASKED)[0] != tool
+
+        assert embed_pending(database, support_agent.tenant_id) == 0  # no tool re-embedded
+        assert learned(owner_conn, support_agent) == [(tool, TAUGHT, 1, True, True)]
+        assert ranks(support_agent, ASKED)[0] == tool
+        # Hybrid serves it too, in its first five.
+        names = support_agent.names(ASKED, mode="hybrid", k=5)
+        assert tool in names
+
+    def test_a_repeat_counts_and_is_not_embedded_again(
+        self, support_agent: Caller, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        report(support_agent, TAUGHT, "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        assert report(support_agent, TAUGHT, "refund_policy")["learned"] is True
+        jobs = owner_conn.execute(
+            "SELECT count(*) FROM outbox WHERE tenant_id = %s AND kind = 'learn'",
+            (support_agent.tenant_id,),
+        ).fetchone()
+        assert jobs == (0,)
+        assert learned(owner_conn, support_agent) == [("refund_policy", TAUGHT, 2, True, True)]
+
+    def test_a_refused_or_failed_call_teaches_nothing(
+        self, support_agent: Caller, owner_conn: OwnerConn
+    ) -> None:
+        assert report(support_agent, TAUGHT, "refund_policy", allowed=False)["learned"] is False
+        assert report(support_agent, TAUGHT, "refund_policy", success=False)["learned"] is False
+        assert learned(owner_conn, support_agent) == []
+
+    def test_a_tool_the_key_may_not_use_or_that_does_not_exist_is_not_learned(
+        self, support_agent: Caller, owner_conn: OwnerConn
+    ) -> None:
+        # support + billing may not use delete_account (admin only).
+        assert report(support_agent, TAUGHT, "delete_account")["learned"] is False
+        assert report(support_agent, TAUGHT, "no_such_tool")["learned"] is False
+        assert learned(owner_conn, support_agent) == []
+
+    def test_the_oldest_queries_beyond_the_cap_are_dropped(
+        self, support_agent: Caller, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        for n in range(KEPT_PER_TOOL + 2):
+            report(support_agent, f"{TAUGHT} number {n}", "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        queries = [row[1] for row in learned(owner_conn, support_agent)]
+        assert len(queries) == KEPT_PER_TOOL
+        assert {f"{TAUGHT} number 0", f"{TAUGHT} number 1"}.isdisjoint(queries)
+
+
+class TestWhatIsLearnedStaysBehindPermissions:
+    def test_a_forbidden_tool_never_takes_a_slot_by_its_learned_queries(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        report(support_agent, TAUGHT, "issue_refund")  # billing may
+        embed_pending(database, support_agent.tenant_id)
+        assert ranks(support_agent, ASKED)[0] == "issue_refund"
+        support_only = agent_key(admin, ["support"], name="support-only")
+        assert "issue_refund" not in ranks(support_only, ASKED)
+        assert "issue_refund" not in support_only.names(ASKED, mode="hybrid", k=50)
+
+    def test_a_tool_made_restricted_takes_its_learned_queries_with_it(
+        self,
+        admin: Caller,
+        catalog: dict[str, str],
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        report(support_agent, TAUGHT, "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        tool = catalog["refund_policy"]
+        admin.ok(admin.patch(f"/admin/v1/tools/{tool}", {"required_permission": "admin"}))
+        rows = owner_conn.execute(
+            "SELECT q.required_permission_id = t.required_permission_id FROM learned_queries q"
+            " JOIN tools t ON t.tenant_id = q.tenant_id AND t.id = q.tool_id"
+            " WHERE q.tenant_id = %s",
+            (support_agent.tenant_id,),
+        ).fetchall()
+        assert rows == [(True,)]
+        assert "refund_policy" not in ranks(support_agent, ASKED)
+
+    def test_another_tenant_learns_nothing_from_this_one(
+        self, client: Any, support_agent: Caller, database: Database
+    ) -> None:
+        other = new_tenant(client, database, "globex")
+        support_catalog(other)
+        other_agent = agent_key(other, ["support", "billing"])
+        before = last_ranked(other_agent, database)
+        report(support_agent, TAUGHT, before)
+        embed_pending(database, support_agent.tenant_id)
+        assert ranks(support_agent, ASKED)[0] == before
+        assert ranks(other_agent, ASKED)[-1] == before
+
+    def test_a_deleted_tool_forgets_what_it_learned(
+        self,
+        admin: Caller,
+        catalog: dict[str, str],
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        report(support_agent, TAUGHT, "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        assert admin.delete(f"/admin/v1/tools/{catalog['refund_policy']}").status_code == 204
+        assert learned(owner_conn, support_agent) == []
+
+
+def test_a_model_switch_embeds_the_learned_queries_again(
+    support_agent: Caller, database: Database, owner_conn: OwnerConn
+) -> None:
+    """Learned vectors of the model that served before are recomputed in the new one."""
+    report(support_agent, TAUGHT, "refund_policy")
+    embed_pending(database, support_agent.tenant_id)
+    (model,) = owner_conn.execute(
+        "SELECT embedding_model FROM tenants WHERE id = %s", (support_agent.tenant_id,)
+    ).fetchone() or (None,)
+    # As if the tenant served an older model, in which the query was learned.
+    owner_conn.execute(
+        "UPDATE tenants SET embedding_model = 'older' WHERE id = %s", (support_agent.tenant_id,)
+    )
+    owner_conn.execute(
+        "UPDATE learned_queries SET model = 'older' WHERE tenant_id = %s",
+        (support_agent.tenant_id,),
+    )
+    owner_conn.execute(
+        "INSERT INTO outbox (tenant_id, id, kind, tool_id, attempts)"
+        " SELECT tenant_id, gen_random_uuid(), 'embed', id, 0 FROM tools"
+        " WHERE tenant_id = %s AND name = 'refund_policy'",
+        (support_agent.tenant_id,),
+    )
+    embed_pending(database, support_agent.tenant_id)  # the switch back to `model`
+    embed_pending(database, support_agent.tenant_id)  # the learn jobs it enqueued
+    row = owner_conn.execute(
+        "SELECT model FROM learned_queries WHERE tenant_id = %s", (support_agent.tenant_id,)
+    ).fetchone()
+    assert row == (model,)
+    assert ranks(support_agent, ASKED)[0] == "refund_policy"
