@@ -6,11 +6,20 @@ no Celery), and checks what a caller sees: where the tool ranks, and what the ro
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from tests.analytics.seed import OwnerConn
-from tests.fixtures.factories import Caller, agent_key, embed_pending, new_tenant, support_catalog
+from tests.fixtures.factories import (
+    Caller,
+    agent_key,
+    embed_pending,
+    new_tenant,
+    support_catalog,
+    tool_body,
+)
 from toolsift.db import Database
+from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
 
 # Words no description has: before learning, nothing about them points at any one tool.
@@ -192,3 +201,53 @@ def test_a_model_switch_embeds_the_learned_queries_again(
     ).fetchone()
     assert row == (model,)
     assert ranks(support_agent, ASKED)[0] == "refund_policy"
+
+
+def test_the_dense_list_is_each_tools_nearest_vector_past_the_pool(
+    admin: Caller, database: Database, owner_conn: OwnerConn
+) -> None:
+    """Past the candidate pool, where each side is cut: a few tools with many learned queries
+    near the query must not push out a tool whose own vector or one learned query is nearer
+    than theirs. The served order equals the order computed here from every stored vector."""
+    rng = random.Random(5)
+    tools = [tool_body(f"tool_{i:03d}", f"Tool number {i} does task {i}") for i in range(130)]
+    admin.ok(admin.put("/admin/v1/tools", {"tools": tools}))
+    embed_pending(database, admin.tenant_id)
+    agent = agent_key(admin, [])
+    query = "does task seven"
+    (model,) = owner_conn.execute(
+        "SELECT embedding_model FROM tenants WHERE id = %s", (admin.tenant_id,)
+    ).fetchone() or (None,)
+    (dimension,) = owner_conn.execute(
+        "SELECT dimension FROM tool_embeddings WHERE tenant_id = %s LIMIT 1", (admin.tenant_id,)
+    ).fetchone() or (0,)
+    target = get_backend(EmbeddingConfig()).embed([query])[0]
+
+    def near(spread: float) -> str:
+        moved = [x + rng.gauss(0, spread) for x in target]
+        return "[" + ",".join(repr(x) for x in moved) + "]"
+
+    # Three tools with 40 queries each, nearer than most tools' own vectors; a few with one.
+    learned = [(f"tool_{i:03d}", j, near(0.02)) for i in (120, 121, 122) for j in range(40)]
+    learned += [(f"tool_{i:03d}", 0, near(0.01 * (i % 7))) for i in range(0, 130, 9)]
+    with owner_conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO learned_queries (tenant_id, tool_id, query_hash, query, model, embedding,"
+            " required_permission_id, position)"
+            " SELECT t.tenant_id, t.id, sha256(convert_to(%s, 'UTF8')), %s, %s, %s::vector,"
+            " t.required_permission_id, t.position FROM tools t"
+            " WHERE t.tenant_id = %s AND t.name = %s",
+            [(f"q{j}", f"q{j}", model, v, admin.tenant_id, n) for n, j, v in learned],
+        )
+    assert dimension == len(target)
+    expected = owner_conn.execute(
+        "SELECT t.name FROM tools t JOIN LATERAL ("
+        "  SELECT min(d) AS d FROM ("
+        "    SELECT e.embedding <=> %s::vector AS d FROM tool_embeddings e"
+        "     WHERE e.tenant_id = t.tenant_id AND e.tool_id = t.id"
+        "    UNION ALL SELECT q.embedding <=> %s::vector FROM learned_queries q"
+        "     WHERE q.tenant_id = t.tenant_id AND q.tool_id = t.id) v) best ON true"
+        " WHERE t.tenant_id = %s ORDER BY best.d, t.position LIMIT 100",
+        (str(target), str(target), admin.tenant_id),
+    ).fetchall()
+    assert ranks(agent, query) == [name for (name,) in expected]

@@ -138,16 +138,24 @@ BEGIN
             SELECT x.tool_id, x.position, 1.0::float8 - x.distance AS similarity,
                    row_number() OVER (ORDER BY x.distance, x.position)::integer AS rnk
               -- A deleted tool's vectors are deleted with it (`embedding.service`).
+              -- Each side's first p_pool tools hold every tool of the merged first p_pool
+              -- at its nearest distance; without learned queries the second side is empty.
               FROM (SELECT v.tool_id, min(v.distance) AS distance, min(v.position) AS position
-                      FROM (SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
-                              FROM public.tool_embeddings e
-                             WHERE e.tenant_id = p_tenant AND e.model = p_model
-                               AND p_model = served AND p_vector IS NOT NULL
+                      FROM ((SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
+                               FROM public.tool_embeddings e
+                              WHERE e.tenant_id = p_tenant AND e.model = p_model
+                                AND p_model = served AND p_vector IS NOT NULL
+                              ORDER BY distance, e.position
+                              LIMIT p_pool)
                             UNION ALL
-                            SELECT q.tool_id, q.embedding <=> p_vector, q.position
-                              FROM public.learned_queries q
-                             WHERE q.tenant_id = p_tenant AND q.model = p_model
-                               AND p_model = served AND p_vector IS NOT NULL) v
+                            (SELECT q.tool_id, min(q.embedding <=> p_vector) AS distance,
+                                    min(q.position) AS position
+                               FROM public.learned_queries q
+                              WHERE q.tenant_id = p_tenant AND q.model = p_model
+                                AND p_model = served AND p_vector IS NOT NULL
+                              GROUP BY q.tool_id
+                              ORDER BY distance, position
+                              LIMIT p_pool)) v
                      GROUP BY v.tool_id
                      ORDER BY distance, position
                      LIMIT p_pool) x
