@@ -5,10 +5,10 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint install bench clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml tooling/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e tooling
 	touch $@
 
 install: $(BIN)/.installed
@@ -19,7 +19,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy platform/toolsift workers
+	$(BIN)/mypy platform/toolsift tooling/toolsift_tooling workers
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadfile

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import psycopg
 
-from toolsift.bench.load import LoadStats, load_tenant
-from toolsift.bench.stack import start_database
-from toolsift.bench.synthetic import generate_catalog
 from toolsift.db import Database
+from toolsift_tooling.bench.load import LoadStats, load_tenant
+from toolsift_tooling.bench.stack import start_database
+from toolsift_tooling.bench.synthetic import generate_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 MIGRATION = ROOT / "migrations/versions/2026-12-05-0930_definitions_the_model_apis_accept.py"

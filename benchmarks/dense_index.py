@@ -29,11 +29,11 @@ from typing import Any
 
 import psycopg
 
-from toolsift.bench.load import Tenant, analyze, embed_all, load_all
-from toolsift.bench.stack import start_database
-from toolsift.bench.synthetic import Sizes, generate
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
+from toolsift_tooling.bench.load import Tenant, analyze, embed_all, load_all
+from toolsift_tooling.bench.stack import start_database
+from toolsift_tooling.bench.synthetic import Sizes, generate
 
 PEPPER = "dense-index-pepper-0123456789abcdef"  # production wants 32+ characters
 LIMIT = 100

@@ -31,13 +31,13 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from toolsift.bench.load import BATCH, LoadStats, load_tenant
-from toolsift.bench.stack import start_database
-from toolsift.bench.synthetic import generate_catalog
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.embedding import service
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.tools.service import tool as tool_service
+from toolsift_tooling.bench.load import BATCH, LoadStats, load_tenant
+from toolsift_tooling.bench.stack import start_database
+from toolsift_tooling.bench.synthetic import generate_catalog
 
 TASK = 64
 

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from toolsift.bench.synthetic import generate_catalog
 from toolsift.config import get_settings
 from toolsift.embedding import onnx
 from toolsift.embedding.service import document_text
+from toolsift_tooling.bench.synthetic import generate_catalog
 
 Vectors = npt.NDArray[np.float32]
 Embed = Callable[[Sequence[str]], Vectors]

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from toolsift.bench.synthetic import generate_catalog
 from toolsift.embedding.onnx import DYNAMIC_MODEL, PACKAGED_MODEL, OnnxBackend
 from toolsift.embedding.service import document_text
-from toolsift.eval.dataset import load
+from toolsift_tooling.bench.synthetic import generate_catalog
+from toolsift_tooling.eval.dataset import load
 
 REFERENCE = Path(__file__).parent.parent / "tests" / "embedding" / "reference_minilm.json"
 

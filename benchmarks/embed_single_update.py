@@ -25,14 +25,14 @@ from pathlib import Path
 
 import psycopg
 
-from toolsift.bench.load import LoadStats, load_tenant
-from toolsift.bench.stack import Worker, postmaster_pid, start_database, start_redis
-from toolsift.bench.stats import CpuMeter
-from toolsift.bench.synthetic import generate_catalog
 from toolsift.config import libpq_url
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.tools.schemas import ToolUpdate
 from toolsift.tools.service import tool as tool_service
+from toolsift_tooling.bench.load import LoadStats, load_tenant
+from toolsift_tooling.bench.stack import Worker, postmaster_pid, start_database, start_redis
+from toolsift_tooling.bench.stats import CpuMeter
+from toolsift_tooling.bench.synthetic import generate_catalog
 
 
 def run(interval: float, updates: int) -> dict[str, list[float]]:

@@ -27,12 +27,12 @@ from uuid import UUID
 import psycopg
 from sqlalchemy import text
 
-from toolsift.bench.load import LoadStats, load_tenant
-from toolsift.bench.stack import start_database
-from toolsift.bench.synthetic import generate_catalog
 from toolsift.config import libpq_url
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.embedding import service
+from toolsift_tooling.bench.load import LoadStats, load_tenant
+from toolsift_tooling.bench.stack import start_database
+from toolsift_tooling.bench.synthetic import generate_catalog
 
 
 class _Constant:

@@ -54,15 +54,15 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from toolsift.auth import keys
-from toolsift.bench import httpload
-from toolsift.bench.load import Tenant, analyze, embed_all, load_all
-from toolsift.bench.stack import ApiServer, postmaster_pid, start_database
-from toolsift.bench.stats import CpuMeter
-from toolsift.bench.synthetic import Sizes, generate
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.selection import bm25, dense
 from toolsift.selection.service import _SELECT, CANDIDATE_POOL
+from toolsift_tooling.bench import httpload
+from toolsift_tooling.bench.load import Tenant, analyze, embed_all, load_all
+from toolsift_tooling.bench.stack import ApiServer, postmaster_pid, start_database
+from toolsift_tooling.bench.stats import CpuMeter
+from toolsift_tooling.bench.synthetic import Sizes, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 PEPPER = "select-function-ab-pepper-0123456789"  # production wants 32+ characters

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tune
 
-from toolsift.eval.dataset import NoQueries, load
+from toolsift_tooling.eval.dataset import NoQueries, load
 
 NO_TOOL_TURNS = (
     "thanks!", "thank you, that's all", "hello", "hi there", "ok", "okay great", "lol",

@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prf
 import tune
 
-from toolsift.eval.dataset import NoQueries, load
 from toolsift.selection.dense import Fusion
 from toolsift.selection.service import CANDIDATE_POOL
+from toolsift_tooling.eval.dataset import NoQueries, load
 
 SHORT = prf.SHORT
 Ranking = prf.Ranking

@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tune
 
-from toolsift.eval.dataset import EvalTool, NoQueries, load
 from toolsift.lexical.analysis import expand_identifiers, split_identifier
 from toolsift.selection import dense
 from toolsift.selection.service import CANDIDATE_POOL
+from toolsift_tooling.eval.dataset import EvalTool, NoQueries, load
 
 # recall@5 targets with the current baselines (docs/quality.md, first summary).
 TARGETS = {

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tune
 
-from toolsift.eval.dataset import NoQueries, load
 from toolsift.selection import dense as dense_mod
 from toolsift.selection.service import CANDIDATE_POOL
+from toolsift_tooling.eval.dataset import NoQueries, load
 
 TARGETS = {
     "mcptoolbench_pp": 0.969,

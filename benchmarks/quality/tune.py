@@ -48,13 +48,13 @@ import psycopg
 
 from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedding.service import document_text
-from toolsift.eval.dataset import Dataset, EvalTool, NoQueries, half_of, load
-from toolsift.eval.metrics import Outcome, summarise
 from toolsift.lexical.analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, field_texts
 from toolsift.selection import bm25, dense
 from toolsift.selection.query import build_query
 from toolsift.selection.schemas import SelectRequest
 from toolsift.selection.service import CANDIDATE_POOL
+from toolsift_tooling.eval.dataset import Dataset, EvalTool, NoQueries, half_of, load
+from toolsift_tooling.eval.metrics import Outcome, summarise
 
 KS = (1, 3, 5, 10)
 DEPTH = max(KS)

@@ -16,11 +16,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from toolsift.bench import cli, embed, loadrun
-from toolsift.bench.report import render
-from toolsift.bench.run import targets
-from toolsift.bench.stats import Latency
 from toolsift.cli import app
+from toolsift_tooling.bench import cli, embed, loadrun
+from toolsift_tooling.bench.report import render
+from toolsift_tooling.bench.run import targets
+from toolsift_tooling.bench.stats import Latency
 
 
 def _http(ms: float, per_second: float, concurrency: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from toolsift.bench.httpload import Job, run_mixed
+from toolsift_tooling.bench.httpload import Job, run_mixed
 
 ANSWER_SECONDS = 0.2
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolsift.bench.httpload import Sample
-from toolsift.bench.loadrun import (
+from toolsift_tooling.bench.httpload import Sample
+from toolsift_tooling.bench.loadrun import (
     RECOVERY_GRACE_S,
     LoadOptions,
     _fault_figures,

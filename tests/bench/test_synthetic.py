@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from toolsift.bench.synthetic import Catalog, Sizes, generate, generate_catalog, plural
-from toolsift.bench.vocabulary import DOMAINS, VERBS
 from toolsift.tools.schemas import ToolBulkUpsert, ToolCreate
+from toolsift_tooling.bench.synthetic import Catalog, Sizes, generate, generate_catalog, plural
+from toolsift_tooling.bench.vocabulary import DOMAINS, VERBS
 
 TINY = Sizes(small_tenants=3, big=120, huge=300, queries=60, small_queries=5)
 
@@ -104,7 +104,7 @@ def test_vocabulary_is_consistent() -> None:
 def test_benchmark_end_to_end_with_tiny_sizes(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     argv = [
-        sys.executable, "-m", "toolsift.bench", "select",
+        sys.executable, "-m", "toolsift_tooling.bench", "select",
         "--small-tenants", "2", "--big", "50", "--huge", "200", "--queries", "40",
         "--duration", "1", "--workers", "1", "--concurrency", "2", "--json", str(out),
     ]  # fmt: skip

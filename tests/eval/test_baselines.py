@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolsift.eval.baselines import Bm25sRetriever, document, lexical_document, split_words
-from toolsift.eval.dataset import EvalTool
 from toolsift.tools.schemas import ToolCreate
+from toolsift_tooling.eval.baselines import Bm25sRetriever, document, lexical_document, split_words
+from toolsift_tooling.eval.dataset import EvalTool
 
 
 def _tool(name: str, description: str, title: str | None = None) -> EvalTool:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from toolsift.cli import app
 from toolsift.config import get_settings
-from toolsift.eval.dataset import load
+from toolsift_tooling.eval.dataset import load
 
 TINY = Path(__file__).parent / "data" / "tiny"
 runner = CliRunner()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolsift.eval.dataset import DatasetError, NoQueries, load
+from toolsift_tooling.eval.dataset import DatasetError, NoQueries, load
 
 TINY = Path(__file__).parent / "data" / "tiny"
 

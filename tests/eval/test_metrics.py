@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from toolsift.eval.metrics import Outcome, ndcg_at, recall_at, reciprocal_rank, summarise
+from toolsift_tooling.eval.metrics import Outcome, ndcg_at, recall_at, reciprocal_rank, summarise
 
 
 class TestRecall:

@@ -24,8 +24,8 @@ from toolsift.config import Settings
 from toolsift.db import Database
 from toolsift.embedded import EmbeddedRedis
 from toolsift.embedding.service import MAX_EMBED_REFUSALS
-from toolsift.eval import client, runner
-from toolsift.eval.dataset import load
+from toolsift_tooling.eval import client, runner
+from toolsift_tooling.eval.dataset import load
 
 TINY = Path(__file__).parent / "data" / "tiny"
 OwnerConn = psycopg.Connection[tuple[Any, ...]]

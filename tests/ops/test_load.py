@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from toolsift.bench.loadrun import LoadOptions, benchmark
 from toolsift.cli import app
+from toolsift_tooling.bench.loadrun import LoadOptions, benchmark
 
 pytestmark = pytest.mark.timeout(900)
 

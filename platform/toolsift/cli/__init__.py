@@ -1,10 +1,12 @@
 """`toolsift`: run the product, manage tenants and catalogs, select from the shell.
 
 One module per concern: `run` (the processes), `admin` (tenants, keys, catalogs, report),
-`agent` (select, eval); `base` holds the app they register on.
+`agent` (select); `base` holds the app they register on.
 """
 
 from __future__ import annotations
+
+from importlib.metadata import entry_points
 
 import psycopg
 from pydantic import ValidationError
@@ -26,12 +28,10 @@ app.add_typer(permission_app, name="permission")
 app.add_typer(role_app, name="role")
 app.add_typer(mcp_app, name="mcp")
 
-try:
-    from ..bench.cli import app as bench_app
-
-    app.add_typer(bench_app, name="bench")
-except ImportError:  # pragma: no cover - the bench extra is not installed
-    pass
+# `toolsift bench` and `toolsift eval` come from toolsift-tooling (tooling/), when installed:
+# the product's package and image carry no benchmark code or data.
+for command in entry_points(group="toolsift.commands"):
+    command.load()(app)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The embedded stack `toolsift eval` starts when no `--url` is given, in a temporary folder.
 
-PostgreSQL and the API come from the benchmark's stack (`toolsift.bench.stack`); Redis and a
+PostgreSQL and the API come from the benchmark's stack (`toolsift_tooling.bench.stack`); Redis and a
 Celery worker are added only when a mode needs embeddings. Everything is stopped in reverse
 order by the caller's ExitStack, on success, error or Ctrl-C.
 """
@@ -12,10 +12,11 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolsift.db import Database
+from toolsift.tenants.schemas import TenantCreate
+from toolsift.tenants.service import tenant as tenant_service
+
 from ..bench.stack import ApiServer, Worker, start_database, start_redis
-from ..db import Database
-from ..tenants.schemas import TenantCreate
-from ..tenants.service import tenant as tenant_service
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,15 @@ from uuid import UUID
 
 import psycopg
 
-from ..access.schemas import KeyCreate, PermissionCreate, RoleCreate
-from ..access.service import access
-from ..config import libpq_url
-from ..db import ALL_PERMISSIONS, Database
-from ..tenants.schemas import TenantCreate
-from ..tenants.service import tenant as tenant_service
-from ..tools.schemas import ToolCreate
-from ..tools.service import tool as tool_service
+from toolsift.access.schemas import KeyCreate, PermissionCreate, RoleCreate
+from toolsift.access.service import access
+from toolsift.config import libpq_url
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.tenants.schemas import TenantCreate
+from toolsift.tenants.service import tenant as tenant_service
+from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.service import tool as tool_service
+
 from .synthetic import Catalog
 
 #: The admin API's own limit per PUT.
@@ -160,8 +161,8 @@ def embed_all(database: Database, tenants: list[Tenant], chunk: int = 512) -> tu
     """
     from sqlalchemy import text
 
-    from ..embedding.base import EmbeddingConfig, get_backend
-    from ..embedding.service import embed_jobs
+    from toolsift.embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding.service import embed_jobs
 
     backend = get_backend(EmbeddingConfig(embedding_threads=2))
     started = time.perf_counter()

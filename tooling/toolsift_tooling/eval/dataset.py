@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..selection.schemas import MAX_TEXT
-from ..tools.importer import CatalogError, read_catalog
-from ..tools.schemas import ToolCreate, schema_error
+from toolsift.selection.schemas import MAX_TEXT
+from toolsift.tools.importer import CatalogError, read_catalog
+from toolsift.tools.schemas import ToolCreate, schema_error
 
 TOOLS_FILE = "tools.jsonl"
 QUERIES_FILE = "queries.jsonl"

@@ -24,7 +24,8 @@ from typing import Any
 import psutil
 from sqlalchemy import text
 
-from ..db import Database
+from toolsift.db import Database
+
 from . import baseline, httpload, inprocess
 from .load import Tenant, analyze, embed_all, load_all, validation_cost
 from .stack import ApiServer, postmaster_pid, sigterm_as_interrupt, start_database

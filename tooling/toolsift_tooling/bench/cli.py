@@ -12,7 +12,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ..kit.commands import unwritable
+from toolsift.kit.commands import unwritable
+
 from .report import render
 from .run import MODES, REPO, Options, benchmark, resolve_commit
 from .synthetic import Sizes

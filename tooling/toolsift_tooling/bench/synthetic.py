@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tools.schemas import ToolCreate
+from toolsift.tools.schemas import ToolCreate
+
 from .vocabulary import (
     CONTEXT_SENTENCES,
     CORE_TOOLS,

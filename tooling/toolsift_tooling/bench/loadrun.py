@@ -28,8 +28,9 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-from ..config import libpq_url
-from ..db import Database
+from toolsift.config import libpq_url
+from toolsift.db import Database
+
 from . import httpload
 from .httpload import Sample, Writer
 from .load import analyze, load_all

@@ -1,4 +1,4 @@
-"""Throughput of the ONNX backend: `python -m toolsift.embedding.bench`.
+"""Throughput of the ONNX backend alone: `python -m toolsift_tooling.bench.onnx_throughput`.
 
 Texts are tool-description sized (30-60 words), the length the indexer embeds. Figures are
 per process; on N cores, N one-thread worker processes are the scaling unit.
@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 
-from .onnx import OnnxBackend
+from toolsift.embedding.onnx import OnnxBackend
 
 _VERBS = ["Create", "Search", "Update", "Cancel", "Refund", "List", "Export", "Schedule"]
 _OBJECTS = ["invoice", "subscription", "support ticket", "calendar event", "order", "customer"]

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..embedding.base import EmbeddingBackend
-from ..lexical.analysis import split_identifier
+from toolsift.embedding.base import EmbeddingBackend
+from toolsift.lexical.analysis import split_identifier
+
 from .dataset import EvalQuery, EvalTool
 from .metrics import Outcome
 
@@ -53,13 +54,9 @@ def lexical_document(tool: EvalTool) -> str:
 
 def _bm25s() -> tuple[Any, Any]:
     """bm25s and an English Snowball stemmer."""
-    try:
-        import bm25s
-        import Stemmer  # type: ignore[import-not-found]  # no stubs, no py.typed
-    except ImportError as error:  # pragma: no cover - part of the eval and dev extras
-        raise RuntimeError(
-            "bm25s and PyStemmer are not installed: pip install 'toolsift[eval]'"
-        ) from error
+    import bm25s  # on first use: it loads scipy
+    import Stemmer  # type: ignore[import-not-found]  # no stubs, no py.typed
+
     return bm25s, Stemmer.Stemmer("english")
 
 

@@ -16,14 +16,15 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ..auth.deps import Principal
-from ..db import Database
-from ..lexical.analysis import TEXT_SEARCH_CONFIG
-from ..selection import bm25
-from ..selection.query import build_query
-from ..selection.schemas import Message, SelectRequest
-from ..selection.service import CANDIDATE_POOL, apply_roles, resolve_roles
-from ..selection.service import selection as selection_service
+from toolsift.auth.deps import Principal
+from toolsift.db import Database
+from toolsift.lexical.analysis import TEXT_SEARCH_CONFIG
+from toolsift.selection import bm25
+from toolsift.selection.query import build_query
+from toolsift.selection.schemas import Message, SelectRequest
+from toolsift.selection.service import CANDIDATE_POOL, apply_roles, resolve_roles
+from toolsift.selection.service import selection as selection_service
+
 from .httpload import BUDGET_TOKENS, K
 from .load import Tenant
 from .stats import Latency
@@ -100,7 +101,7 @@ def explain(database: Database, tenant: Tenant, query: Query) -> list[str]:
 def embed_cost(work: list[tuple[Tenant, Query]], *, max_queries: int) -> dict[str, float]:
     """ms to embed one query text with the default ONNX backend and no cache: what a hybrid
     or dense select adds when the API process has not seen its text yet."""
-    from ..embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding.base import EmbeddingConfig, get_backend
 
     backend = get_backend(EmbeddingConfig())
     texts = list(dict.fromkeys(build_query(_request(q)) for _, q in work))[:max_queries]

@@ -20,10 +20,10 @@ from types import FrameType
 import httpx
 import psutil
 
-from ..embedded._common import log_tail
-from ..embedded.postgres import EmbeddedPostgres
-from ..embedded.redis import EmbeddedRedis
-from ..migrate import ensure_database, upgrade
+from toolsift.embedded._common import log_tail
+from toolsift.embedded.postgres import EmbeddedPostgres
+from toolsift.embedded.redis import EmbeddedRedis
+from toolsift.migrate import ensure_database, upgrade
 
 DATABASE_NAME = "toolsift_bench"
 _READY_TIMEOUT = 60.0

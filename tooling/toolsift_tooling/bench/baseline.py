@@ -1,6 +1,6 @@
 """The in-process yardstick: bm25s over the same catalogs and queries, single thread.
 
-bm25s (optional extra `bench`) scores in numpy against a prebuilt sparse matrix, with no
+bm25s scores in numpy against a prebuilt sparse matrix, with no
 network, no transaction and no permission model; toolsift's figures divided by these show
 what the service around BM25 costs. Hidden tools are masked out with `weight_mask`, so both
 sides rank the same visible set.
@@ -13,21 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lexical.analysis import split_identifier
-from ..tools.schemas import ToolCreate
+from toolsift.lexical.analysis import split_identifier
+from toolsift.tools.schemas import ToolCreate
+
 from .stats import Latency
 from .synthetic import Catalog, Query
 
-VERSION_WANTED = "0.3.16"
-
 
 def _bm25s() -> Any:
-    try:
-        import bm25s
-    except ImportError as error:  # pragma: no cover - the bench extra is part of dev
-        raise RuntimeError(
-            f"bm25s is not installed: pip install 'bm25s=={VERSION_WANTED}'"
-        ) from error
+    import bm25s  # on first use: it loads scipy
+
     return bm25s
 
 

@@ -380,8 +380,8 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
             if name == baselines.BM25S:
                 retriever = baselines.Bm25sRetriever(dataset.tools)
             else:
-                from ..config import get_settings
-                from ..embedding.onnx import OnnxBackend
+                from toolsift.config import get_settings
+                from toolsift.embedding.onnx import OnnxBackend
 
                 progress.update(task, description=f"{name} (indexing)")
                 backend = OnnxBackend.configured(get_settings())

@@ -33,12 +33,13 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
-from ..config import get_settings, libpq_url
-from ..db import ALL_PERMISSIONS, Database
-from ..embedding.onnx import OnnxBackend
-from ..embedding.service import document_text
-from ..tools.schemas import ToolUpdate
-from ..tools.service import tool as tool_service
+from toolsift.config import get_settings, libpq_url
+from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.embedding.onnx import OnnxBackend
+from toolsift.embedding.service import document_text
+from toolsift.tools.schemas import ToolUpdate
+from toolsift.tools.service import tool as tool_service
+
 from .load import LoadStats, load_tenant
 from .run import machine
 from .stack import Worker, postmaster_pid, start_database, start_redis
