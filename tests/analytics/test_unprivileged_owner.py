@@ -15,12 +15,25 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from toolsift.access.schemas import PermissionCreate
+from toolsift.access.service import access
 from toolsift.analytics.service import analytics
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.migrate import upgrade
 from toolsift.tenants.schemas import TenantCreate
 from toolsift.tenants.service import tenant as tenant_service
+from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.service import tool as tool_service
+
+# A learned query of the tenant's one tool, called `age` days ago (its permission copied).
+LEARNED = """
+INSERT INTO learned_queries (tenant_id, tool_id, query_hash, query, required_permission_id,
+    position, last_called_at)
+SELECT t.tenant_id, t.id, sha256(convert_to(:q, 'UTF8')), :q, t.required_permission_id,
+       t.position, now() - make_interval(days => :age)
+  FROM tools t WHERE t.tenant_id = :t
+"""
 
 LOG = """
 INSERT INTO selection_logs (tenant_id, id, roles, mode, format, query, k, budget_tokens,
@@ -72,18 +85,27 @@ def test_upkeep_and_analysts_without_a_superuser(owner_url: str) -> None:
                     )
                 for age in ages:
                     session.execute(text(LOG), {"t": t, "age": age})
+                # A guarded tool: the upkeep reaches its queries past tool_permission.
+                access.create_permission(session, t, PermissionCreate(name="orders.read"))
+                tool = ToolCreate(name="order_status", required_permission="orders.read")
+                tool_service.upsert(session, t, [tool])
+                for age in ages:
+                    session.execute(text(LEARNED), {"t": t, "age": age, "q": f"q{age}"})
         # Cross-tenant reads and deletes under FORCE RLS, by the definer functions alone.
         with database.unit_of_work(None) as session:
             result = analytics.maintain_partitions(
                 session, months_ahead=2, default_retention_days=30
             )
         assert result.deleted == 1  # a's 400-day-old row; b keeps its 20-day-old one (30 days)
+        assert result.forgotten == 1  # and so with the learned queries
         assert len(result.dropped) == 1
         with database.unit_of_work(a, permissions=ALL_PERMISSIONS) as session:
             assert session.scalar(text("SELECT count(*) FROM selection_logs")) == 1
+            assert session.scalars(text("SELECT query FROM learned_queries")).all() == ["q0"]
             login = analytics.create_analyst_login(session)
         with database.unit_of_work(b, permissions=ALL_PERMISSIONS) as session:
             assert session.scalar(text("SELECT count(*) FROM selection_logs")) == 2
+            assert session.scalar(text("SELECT count(*) FROM learned_queries")) == 2
 
         analyst = make_url(owner_url).set(
             drivername="postgresql", username=login.login, password=login.password

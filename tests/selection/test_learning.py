@@ -18,6 +18,7 @@ from tests.fixtures.factories import (
     support_catalog,
     tool_body,
 )
+from toolsift.analytics.service import analytics
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
@@ -156,6 +157,30 @@ class TestWhatIsLearnedStaysBehindPermissions:
         embed_pending(database, support_agent.tenant_id)
         assert ranks(support_agent, ASKED)[0] == before
         assert ranks(other_agent, ASKED)[-1] == before
+
+    def test_a_query_not_called_again_within_the_retention_is_forgotten(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        # issue_refund is guarded (billing): the upkeep reaches it past tool_permission.
+        report(support_agent, TAUGHT, "issue_refund")
+        report(support_agent, "where is my parcel", "refund_policy")
+        report(support_agent, ASKED, "refund_policy")
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"log_retention_days": 10}}))
+        owner_conn.execute(
+            "UPDATE learned_queries SET last_called_at = now() - interval '11 days'"
+            " WHERE tenant_id = %s AND query <> %s",
+            (support_agent.tenant_id, ASKED),
+        )
+        with database.unit_of_work(None) as session:
+            result = analytics.maintain_partitions(
+                session, months_ahead=1, default_retention_days=100_000
+            )
+        assert result.forgotten == 2
+        assert [row[:2] for row in learned(owner_conn, support_agent)] == [("refund_policy", ASKED)]
 
     def test_a_deleted_tool_forgets_what_it_learned(
         self,

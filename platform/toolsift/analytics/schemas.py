@@ -139,3 +139,5 @@ class MaintenanceResult(BaseModel):
     created: list[str]
     dropped: list[str]
     deleted: int
+    # Learned queries not called again within their tenant's retention.
+    forgotten: int

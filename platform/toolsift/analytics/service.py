@@ -316,13 +316,17 @@ class AnalyticsService:
     def maintain_partitions(
         self, session: Session, *, months_ahead: int, default_retention_days: int
     ) -> schemas.MaintenanceResult:
-        """Create the coming months' partitions, apply each tenant's retention, drop old months."""
+        """Create the coming months' partitions, apply each tenant's retention (to its logs and
+        its learned queries), drop old months."""
         row = session.execute(
             text("SELECT * FROM analytics.maintain_partitions(:ahead, :days)"),
             {"ahead": months_ahead, "days": default_retention_days},
         ).one()
         return schemas.MaintenanceResult(
-            created=list(row.created), dropped=list(row.dropped), deleted=int(row.deleted)
+            created=list(row.created),
+            dropped=list(row.dropped),
+            deleted=int(row.deleted),
+            forgotten=int(row.forgotten),
         )
 
 

@@ -1,5 +1,5 @@
 CREATE FUNCTION analytics.maintain_partitions(months_ahead integer, default_retention_days integer)
-RETURNS TABLE(created text[], dropped text[], deleted bigint)
+RETURNS TABLE(created text[], dropped text[], deleted bigint, forgotten bigint)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -11,6 +11,7 @@ DECLARE
     tenant record;
     n bigint;
     part record;
+    permissions text := current_setting('app.permissions', true);
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 1 OR months_ahead > 24 THEN
         RAISE EXCEPTION 'months_ahead must be between 1 and 24' USING ERRCODE = '22023';
@@ -21,6 +22,7 @@ BEGIN
     created := '{}';
     dropped := '{}';
     deleted := 0;
+    forgotten := 0;
     -- This month and the next ones, and past months whose rows wait in the default partition.
     FOR m IN
         SELECT g::date FROM generate_series(date_trunc('month', now()),
@@ -44,6 +46,16 @@ BEGIN
         WHERE tenant_id = tenant.id AND created_at < now() - make_interval(days => tenant.days);
         GET DIAGNOSTICS n = ROW_COUNT;
         deleted := deleted + n;
+        -- A learned query holds a user's words like the log it came from: one not called
+        -- again within the retention is forgotten with its logs. Guarded tools' too: '*'
+        -- passes the RESTRICTIVE tool_permission policy, for this statement only (a SET
+        -- clause on the function would need a superuser to create it).
+        PERFORM set_config('app.permissions', '*', true);
+        DELETE FROM learned_queries
+        WHERE tenant_id = tenant.id AND last_called_at < now() - make_interval(days => tenant.days);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        PERFORM set_config('app.permissions', coalesce(permissions, ''), true);
+        forgotten := forgotten + n;
     END LOOP;
 
     FOR part IN

@@ -19,6 +19,12 @@ WITH CHECK (
     )::uuid[])
 );
 
+CREATE POLICY maintenance_select ON public.learned_queries
+FOR SELECT TO toolsift_maintenance USING (true);
+
+CREATE POLICY maintenance_delete ON public.learned_queries
+FOR DELETE TO toolsift_maintenance USING (true);
+
 CREATE POLICY analyst_read ON public.learned_queries
 FOR SELECT TO toolsift_analyst USING (tenant_id = (SELECT analytics.analyst_tenant()));
 
