@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # The role the application runs as: neither owner of the tables nor BYPASSRLS.
@@ -87,15 +87,20 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=1, ge=1)
     # Embeddings: the bundled ONNX model by default, or an OpenAI-compatible server.
     embedding_backend: Literal["onnx", "http"] = "onnx"
+    # The HTTP model's; for the onnx backend, the local model's unless set.
     embedding_dimension: int = 384
     embedding_threads: int = 1
     embedding_batch_size: int = 32
-    # The local model (docs/benchmarks.md, "The default model"): the packaged weights
-    # rebuilt to multiply in int8, or the packaged graph as shipped. Different vectors:
-    # change it as any model change (README, "Embeddings").
-    embedding_onnx_model: Literal["all-MiniLM-L6-v2-int8-dynamic", "all-MiniLM-L6-v2-int8"] = (
-        "all-MiniLM-L6-v2-int8-dynamic"
-    )
+    # The local model (docs/benchmarks.md, "The default model"): MiniLM's packaged weights
+    # rebuilt to multiply in int8, the packaged graph as shipped, bge-small, or MiniLM and
+    # bge-small together (docs/quality.md, "A second model"). Different vectors: change it
+    # as any model change (README, "Embeddings").
+    embedding_onnx_model: Literal[
+        "all-MiniLM-L6-v2-int8-dynamic",
+        "all-MiniLM-L6-v2-int8",
+        "bge-small-en-v1.5-int8",
+        "all-MiniLM-L6-v2-int8-dynamic+bge-small-en-v1.5-int8",
+    ] = "all-MiniLM-L6-v2-int8-dynamic"
     # Where the default local model's built file is kept; unset: $XDG_CACHE_HOME/toolsift,
     # else ~/.cache/toolsift.
     embedding_cache_dir: Path | None = None
@@ -150,6 +155,15 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _local_dimension(self) -> Settings:
+        """A local model says its own dimension: naming the model is enough."""
+        if self.embedding_backend == "onnx" and "embedding_dimension" not in self.model_fields_set:
+            from .embedding.local import MODELS
+
+            self.embedding_dimension = MODELS[self.embedding_onnx_model]
+        return self
 
     @field_validator("database_url")
     @classmethod

@@ -266,6 +266,32 @@ def test_a_baseline_ref_that_names_no_commit_is_refused_before_anything_starts(
     assert "nosuchref" in outcome.output
 
 
+def test_an_unknown_embedding_model_is_refused_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "benchmark", _must_not_run)
+    outcome = CliRunner().invoke(app, ["bench", "select", "--embedding-model", "bge-large"])
+    assert outcome.exit_code == 2, outcome.output
+    assert "--embedding-model" in outcome.output
+    assert "bge-large" in outcome.output
+
+
+def test_the_embedding_model_reaches_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    def run(options: Any, log: object) -> dict[str, Any]:
+        asked.append(options.embedding_model)
+        return select_result(("bm25",))
+
+    monkeypatch.setattr(cli, "benchmark", run)
+    model = "all-MiniLM-L6-v2-int8-dynamic+bge-small-en-v1.5-int8"
+    outcome = CliRunner().invoke(app, ["bench", "select", "--embedding-model", model])
+    assert outcome.exit_code == 0, outcome.output
+    outcome = CliRunner().invoke(app, ["bench", "select"])
+    assert outcome.exit_code == 0, outcome.output
+    assert asked == [model, "all-MiniLM-L6-v2-int8-dynamic"]
+
+
 def test_a_baseline_ref_that_names_a_commit_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str | None] = []
 

@@ -4,6 +4,7 @@ real admin API and POST /v1/select, and both in-process baselines."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from toolsift.cli import app
 from toolsift.config import get_settings
+from toolsift.embedding.local import ENSEMBLE_MODEL as ENSEMBLE
 from toolsift_tooling.eval.dataset import load
 
 TINY = Path(__file__).parent / "data" / "tiny"
@@ -125,6 +127,33 @@ class TestEval:
         assert result.exit_code == 0, result.output
         assert result.output.count("select (bm25)") == 1
         assert list(json.loads((out / "results.json").read_text())["results"]) == ["bm25"]
+
+    def test_the_model_asked_for_serves_the_stack_and_the_dense_baseline(
+        self, tmp_path: Path
+    ) -> None:
+        out = tmp_path / "out"
+        options = ["--modes", "dense", "--baselines", "baseline_dense", "--half", "all"]
+        result = runner.invoke(
+            app, ["eval", str(TINY), *options, "--embedding-model", ENSEMBLE, "--out", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "results.json").read_text())
+        # The tenant was served by the ensemble: the worker and the API both ran it (a query
+        # vector of another model would have failed the run as served without dense).
+        assert data["embedding_model"] == ENSEMBLE
+        assert data["results"]["dense"]["recall@5"] == data["results"]["baseline_dense"]["recall@5"]
+
+    @pytest.mark.parametrize(
+        ("options", "named"),
+        [
+            (["--embedding-model", "bge-large"], "unknown embedding model 'bge-large'"),
+            (["--embedding-model", ENSEMBLE, "--url", "http://127.0.0.1:9"], "not --url's"),
+        ],
+    )
+    def test_a_model_it_cannot_serve_is_refused(self, options: list[str], named: str) -> None:
+        result = runner.invoke(app, ["eval", str(TINY), *options])
+        assert result.exit_code == 2, result.output
+        assert named in " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())
 
 
 USAGE = Path(__file__).parent / "data" / "usage"

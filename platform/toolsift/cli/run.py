@@ -26,8 +26,8 @@ from .. import stack
 from ..config import Settings, get_settings, libpq_url
 from ..db import ALL_PERMISSIONS, Database
 from ..embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
+from ..embedding import local as local_models
 from ..embedding.base import EmbeddingError, get_backend
-from ..embedding.onnx import OnnxBackend
 from ..kit.commands import (
     DataDir,
     err,
@@ -211,13 +211,14 @@ def prepare_model() -> None:
     if settings.embedding_backend != "onnx":
         fail(f"the {settings.embedding_backend} embedding backend has no local model to prepare")
     started = time.perf_counter()
-    backend = OnnxBackend.configured(settings)
+    backend = local_models.configured(settings)
     try:
-        path = backend.prepare(private_fallback=False)
+        paths = backend.files(private_fallback=False)
         backend.warm_up()  # it loads and embeds
     except EmbeddingError as error:
         fail(str(error))
-    console.print(f"{backend.model}: {path} ({time.perf_counter() - started:.1f} s)")
+    files = ", ".join(str(path) for path in paths)
+    console.print(f"{backend.model}: {files} ({time.perf_counter() - started:.1f} s)")
 
 
 @app.command()
@@ -355,9 +356,9 @@ def up(
                 stack.write_private(state, load_demo(database, pepper=settings.key_pepper))
             interrupts.check()
             if settings.embedding_backend == "onnx":
-                local = OnnxBackend.configured(settings)
+                local = local_models.configured(settings)
                 # Built here once, or the worker and the API would both build it at start.
-                local.prepare()
+                local.files()
                 tools, tenants = reembed_other_models(database, local.model)
                 if tools:
                     console.print(

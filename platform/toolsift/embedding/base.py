@@ -101,14 +101,15 @@ def get_backend(config: EmbeddingSettings) -> EmbeddingBackend:
     """The backend the configuration names; cheap to call (the ONNX model loads on first use)."""
     name = config.embedding_backend.strip().lower()
     if name == "onnx":
-        from .onnx import OnnxBackend
+        from . import local
 
-        if config.embedding_dimension != OnnxBackend.dimension:
+        backend = local.configured(config)
+        if config.embedding_dimension != backend.dimension:
             raise ValueError(
                 f"embedding_dimension is {config.embedding_dimension}, but the onnx backend "
-                f"({config.embedding_onnx_model}) yields {OnnxBackend.dimension}"
+                f"({config.embedding_onnx_model}) yields {backend.dimension}"
             )
-        return OnnxBackend.configured(config)
+        return backend
     if name == "http":
         from .http import HttpBackend
 

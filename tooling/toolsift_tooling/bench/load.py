@@ -153,18 +153,21 @@ def validation_cost(catalogs: list[Catalog], sample: int = 300) -> float:
     return (time.perf_counter() - started) * 1000 / len(dumped)
 
 
-def embed_all(database: Database, tenants: list[Tenant], chunk: int = 512) -> tuple[float, int]:
-    """Embed every tenant's pending outbox jobs in-process with the default ONNX model.
+def embed_all(
+    database: Database, tenants: list[Tenant], chunk: int = 512, *, model: str | None = None
+) -> tuple[float, int]:
+    """Embed every tenant's pending outbox jobs in-process with a local model (default: the
+    default one).
 
     What the workers would do, done before measuring so dense and hybrid see every vector
     (and the served model switched). Returns (seconds, tools embedded).
     """
     from sqlalchemy import text
 
-    from toolsift.embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding import local
     from toolsift.embedding.service import embed_jobs
 
-    backend = get_backend(EmbeddingConfig(embedding_threads=2))
+    backend = local.backend(model or local.DEFAULT_MODEL, threads=2)
     started = time.perf_counter()
     embedded = 0
     for tenant in tenants:

@@ -25,6 +25,7 @@ import psutil
 from sqlalchemy import text
 
 from toolsift.db import Database
+from toolsift.embedding import local
 
 from . import baseline, httpload, inprocess
 from .load import Tenant, analyze, embed_all, load_all, validation_cost
@@ -59,6 +60,8 @@ class Options:
     modes: tuple[str, ...] = ("bm25",)
     #: A git revision whose API is served on the same database and measured alongside.
     baseline_ref: str | None = None
+    #: The local model catalogs and queries are embedded with (dense and hybrid).
+    embedding_model: str = local.DEFAULT_MODEL
 
 
 @dataclass
@@ -232,12 +235,18 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
         }
         log(f"loaded {load.tools:,} tools at {load.tools_per_second:,.0f} tools/s")
         if any(m != "bm25" for m in options.modes):
-            seconds, embedded = embed_all(database, tenants)
+            seconds, embedded = embed_all(database, tenants, model=options.embedding_model)
             result["load"]["embed_seconds"] = seconds
             result["load"]["embedded"] = embedded
-            log(f"embedded {embedded:,} tools in {seconds:.0f} s (ONNX, in-process)")
+            log(
+                f"embedded {embedded:,} tools in {seconds:.0f} s"
+                f" ({options.embedding_model}, in-process)"
+            )
 
-        api = ApiServer(url, workers=options.workers, pepper=PEPPER, work_dir=work_dir)
+        model_settings = {"embedding_onnx_model": options.embedding_model}
+        api = ApiServer(
+            url, workers=options.workers, pepper=PEPPER, work_dir=work_dir, settings=model_settings
+        )
         stack.callback(api.stop)
         api.start()
         log(f"API up at {api.url} ({options.workers} uvicorn workers)")
@@ -248,8 +257,9 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
             base_dir = work_dir / "baseline-api"
             base_dir.mkdir()
             base_api = ApiServer(
-                url, workers=options.workers, pepper=PEPPER, work_dir=base_dir, app_dir=source
-            )
+                url, workers=options.workers, pepper=PEPPER, work_dir=base_dir, app_dir=source,
+                settings=model_settings,
+            )  # fmt: skip
             stack.callback(base_api.stop)
             base_api.start()
             log(f"baseline API ({options.baseline_ref} = {commit[:10]}) up at {base_api.url}")
@@ -314,7 +324,9 @@ def benchmark(options: Options, log: Callable[[str], None]) -> dict[str, Any]:
             entry["inprocess"] = layers.as_dict()
             if any(m != "bm25" for m in options.modes):
                 log(f"{group.label}: query embedding in-process, uncached")
-                entry["embed_ms"] = inprocess.embed_cost(group.work, max_queries=sampled)
+                entry["embed_ms"] = inprocess.embed_cost(
+                    group.work, max_queries=sampled, model=options.embedding_model
+                )
             log(f"{group.label}: bm25s baseline")
             work = _indexes(group)
             base = baseline.run(

@@ -74,9 +74,12 @@ class ApiServer:
         work_dir: Path,
         factory: str = "toolsift.app:create_app",
         app_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
-        """`factory`/`app_dir` let what-if scripts serve a patched app the same way."""
+        """`factory`/`app_dir` let what-if scripts serve a patched app the same way;
+        `settings` become `TOOLSIFT_<NAME>` variables of the server, as the worker's."""
         self.database_url = database_url
+        self.settings = dict(settings or {})
         self.factory = factory
         self.app_dir = app_dir
         self.workers = workers
@@ -101,6 +104,7 @@ class ApiServer:
             TOOLSIFT_KEY_PEPPER=self.pepper,
             TOOLSIFT_ENV="production",
         )
+        env.update({f"TOOLSIFT_{k.upper()}": v for k, v in self.settings.items()})
         with self.log_file.open("ab") as log:
             # cwd: the temp dir, so a developer's .env cannot change what is measured.
             self._proc = subprocess.Popen(

@@ -73,6 +73,13 @@ def eval_command(
             " each relevant tool), wait for the worker to learn it, then measure --half."
         ),
     ] = False,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(
+            help="The local model the stack of its own embeds with, and baseline_dense's"
+            " (default: TOOLSIFT_EMBEDDING_ONNX_MODEL's)."
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Selects in flight.")] = 4,
     embed_timeout: Annotated[
         float,
@@ -114,6 +121,7 @@ def eval_command(
         operator_key=get_settings().operator_key,
         concurrency=concurrency,
         embed_timeout=embed_timeout,
+        embedding_model=embedding_model,
     )
     try:
         check(options)

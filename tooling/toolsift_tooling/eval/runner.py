@@ -27,6 +27,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from toolsift.embedding import local as local_models
+
 from ..bench.stack import sigterm_as_interrupt
 from . import baselines, client, stack
 from .dataset import Dataset
@@ -49,6 +51,9 @@ class Options:
     # Queries replayed as logged usage (a select, then a call of each relevant tool) before
     # any measured select: `toolsift eval --warm`. Never the measured ones.
     warm: Dataset | None = None
+    # The local model the stack of our own embeds with, and baseline_dense's; None: the
+    # configured one (`TOOLSIFT_EMBEDDING_ONNX_MODEL`).
+    embedding_model: str | None = None
 
 
 @dataclass
@@ -58,6 +63,8 @@ class Evaluation:
     outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
     # With --warm: the replayed half, its queries, and the calls the server learned.
     warm: dict[str, Any] | None = None
+    # The model the tenant's vectors were served by, when a mode used them.
+    embedding_model: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The shape of results.json: `half` says which queries were measured ("check",
@@ -68,6 +75,7 @@ class Evaluation:
             "half": self.dataset.which_half,
             "queries": len(self.dataset.queries),
             "results": self.results,
+            **({"embedding_model": self.embedding_model} if self.embedding_model else {}),
             **({"warm": self.warm} if self.warm is not None else {}),
         }
 
@@ -100,7 +108,10 @@ def _served(
                     servers.enter_context(tempfile.TemporaryDirectory(prefix="toolsift-eval-"))
                 )
                 log("starting an embedded stack" + (" with a worker" if embeddings else ""))
-                served = stack.start(work_dir, servers, embeddings=embeddings)
+                settings = {}
+                if options.embedding_model is not None:
+                    settings["embedding_onnx_model"] = options.embedding_model
+                served = stack.start(work_dir, servers, embeddings=embeddings, settings=settings)
                 yield served.url, served.admin_key
             return
         url = options.url.rstrip("/")
@@ -310,6 +321,14 @@ def check(options: Options) -> None:
     for mode in options.modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; use some of {', '.join(MODES)}")
+    if options.embedding_model is not None:
+        if options.url is not None:
+            raise ValueError("--embedding-model sets the model of a stack of our own, not --url's")
+        if options.embedding_model not in local_models.MODELS:
+            raise ValueError(
+                f"unknown embedding model {options.embedding_model!r}; use one of"
+                f" {', '.join(local_models.MODELS)}"
+            )
     for name in options.baselines:
         if name not in baselines.BASELINES:
             raise ValueError(
@@ -345,6 +364,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
 
                         status = admin.wait_for_embeddings(show, timeout=options.embed_timeout)
                     unembedded = status.missing + status.stale
+                    evaluation.embedding_model = status.model
                     if not status.done:
                         console.print(
                             f"[yellow]{unembedded} of {status.tools} tools"
@@ -381,10 +401,11 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                 retriever = baselines.Bm25sRetriever(dataset.tools)
             else:
                 from toolsift.config import get_settings
-                from toolsift.embedding.onnx import OnnxBackend
 
                 progress.update(task, description=f"{name} (indexing)")
-                backend = OnnxBackend.configured(get_settings())
+                backend = local_models.configured(get_settings())
+                if options.embedding_model is not None:
+                    backend = local_models.backend(options.embedding_model)
                 retriever = baselines.DenseRetriever(dataset.tools, backend)
                 progress.update(task, description=name)
             outcomes = baselines.run(

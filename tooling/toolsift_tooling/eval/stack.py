@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,15 @@ class Served:
     admin_key: str
 
 
-def start(work_dir: Path, stack: contextlib.ExitStack, *, embeddings: bool) -> Served:
-    """Database, a fresh tenant, the API (and Redis + worker when `embeddings`)."""
+def start(
+    work_dir: Path,
+    stack: contextlib.ExitStack,
+    *,
+    embeddings: bool,
+    settings: Mapping[str, str] | None = None,
+) -> Served:
+    """Database, a fresh tenant, the API (and Redis + worker when `embeddings`); `settings`
+    are the API's and the worker's (`TOOLSIFT_<NAME>`)."""
     pepper = secrets.token_hex(16)
     _server, database_url = start_database(work_dir / "pg", stack)
     database = Database(database_url, pool_size=1)
@@ -40,9 +48,9 @@ def start(work_dir: Path, stack: contextlib.ExitStack, *, embeddings: bool) -> S
         database.dispose()
     if embeddings:
         _redis, redis_url = start_redis(work_dir / "redis", stack)
-        worker = Worker(database_url, redis_url, work_dir)
+        worker = Worker(database_url, redis_url, work_dir, settings=settings)
         stack.callback(worker.stop)
         worker.start()
-    api = ApiServer(database_url, workers=1, pepper=pepper, work_dir=work_dir)
+    api = ApiServer(database_url, workers=1, pepper=pepper, work_dir=work_dir, settings=settings)
     stack.callback(api.stop)
     return Served(api.start(), created.admin_key.secret)
