@@ -56,3 +56,15 @@ class TestFuse:
         scores = fuse([A, B], [B, A], fusion, bm25_top=10.0)
         assert scores[A] == pytest.approx(0.5 / 61 + 0.5 / 62)
         assert scores[A] == pytest.approx(scores[B])
+
+    def test_usage_takes_its_weight_times_dense_s_share(self) -> None:
+        # A strong lexical match (40 / 53 to BM25): usage gets 0.25 of dense's 13 / 53.
+        scores = fuse([A], [B], Fusion(), bm25_top=40.0, usage_ids=[C, B])
+        assert scores[C] == pytest.approx(0.25 * (13 / 53) / (3 + 1))
+        assert scores[B] == pytest.approx((13 / 53) / (3 + 1) + 0.25 * (13 / 53) / (3 + 2))
+
+    def test_no_usage_and_a_zero_weight_change_nothing(self) -> None:
+        plain = fuse([A, B], [C, D], Fusion(), bm25_top=5.0)
+        assert fuse([A, B], [C, D], Fusion(), bm25_top=5.0, usage_ids=[]) == plain
+        off = Fusion(usage_weight=0.0)
+        assert fuse([A, B], [C, D], off, bm25_top=5.0, usage_ids=[D, C]) == plain

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -106,7 +107,13 @@ class TestScopeFunction:
             assert names == {"search_help", "lookup_account", "order_status", "refund_policy"}
 
     @pytest.mark.parametrize(
-        "fusion", [{}, {**dense.DEFAULTS, "k": 0}, {**dense.DEFAULTS, "bm25_floor": "high"}]
+        "fusion",
+        [
+            {},
+            {**dense.DEFAULTS, "k": 0},
+            {**dense.DEFAULTS, "bm25_floor": "high"},
+            {**dense.DEFAULTS, "usage_weight": -1},
+        ],
     )
     def test_a_hybrid_select_without_every_fusion_default_in_range_is_refused(
         self, support_agent: Caller, database_url: str, fusion: dict[str, Any]
@@ -124,6 +131,25 @@ class TestScopeFunction:
             )
         assert raised.value.sqlstate == "22023"
         assert "p_fusion" in str(raised.value)
+
+    def test_an_api_from_before_the_usage_list_is_served_without_it(
+        self, support_agent: Caller, database_url: str
+    ) -> None:
+        """During a rolling deploy an older API passes no `usage_weight`: no usage list."""
+        tenant_id, key_id = _parts(support_agent)
+        key_hash = keys.hash_key(support_agent.key, PEPPER)
+        plain = database_url.replace("postgresql+psycopg://", "postgresql://")
+        older = {k: v for k, v in dense.DEFAULTS.items() if k != "usage_weight"}
+        with psycopg.connect(plain) as conn:
+            (body,) = conn.execute(
+                "SELECT toolsift_select(%s, %s, %s, NULL, gen_random_uuid(), 'refund',"
+                " 'english', 1.2, 0.75, %s, 100, 'hybrid', NULL, NULL, '{}', 5, 4000,"
+                " 'anthropic', true, 0)",
+                (tenant_id, key_id, key_hash, Jsonb(older)),
+            ).fetchone() or (None,)
+        candidates = json.loads(body)["candidates"]
+        assert candidates
+        assert not [c for c in candidates if "usage_rank" in c]
 
     @pytest.mark.parametrize("change", ["hash", "key_id", "tenant"])
     def test_a_wrong_key_raises_before_anything_else_runs(

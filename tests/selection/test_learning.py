@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from tests.analytics.seed import OwnerConn
 from tests.fixtures.factories import (
     Caller,
@@ -22,6 +24,7 @@ from toolsift.analytics.service import analytics
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
+from toolsift.selection.dense import Fusion, fuse
 
 # Words no description has: before learning, nothing about them points at any one tool.
 TAUGHT = "zorp the blinket for gleeb"
@@ -276,3 +279,84 @@ def test_the_dense_list_is_each_tools_nearest_vector_past_the_pool(
         (str(target), str(target), admin.tenant_id),
     ).fetchall()
     assert ranks(agent, query) == [name for (name,) in expected]
+
+
+def listed(candidates: list[dict[str, Any]], rank: str) -> list[str]:
+    """The candidates a list ranked, in its order."""
+    ranked = sorted((c for c in candidates if rank in c), key=lambda c: c[rank])
+    return [c["name"] for c in ranked]
+
+
+class TestTheUsageList:
+    """Hybrid adds a third list: the tools by the nearest query they were called for."""
+
+    QUERIES = ("get the shipping status of an order", ASKED, "refund", "where is my parcel")
+
+    @staticmethod
+    def _taught(support_agent: Caller, database: Database) -> None:
+        report(support_agent, TAUGHT, "refund_policy")
+        report(support_agent, "where is my parcel", "order_status")
+        report(support_agent, "where is my parcel please", "lookup_account")
+        embed_pending(database, support_agent.tenant_id)
+
+    @pytest.mark.parametrize("fusion", [{}, {"usage_weight": 0}, {"usage_weight": 2.0, "k": 10}])
+    def test_scores_are_the_python_model_s_floats(
+        self, admin: Caller, support_agent: Caller, database: Database, fusion: dict[str, float]
+    ) -> None:
+        self._taught(support_agent, database)
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion}}))
+        used = 0
+        for query in self.QUERIES:
+            lexical = support_agent.ok(support_agent.select(query, mode="bm25", k=50, debug=True))
+            served = support_agent.ok(support_agent.select(query, k=50, debug=True))
+            candidates = served["candidates"]
+            used += len(listed(candidates, "usage_rank"))
+            expected = fuse(
+                [c["name"] for c in lexical["candidates"]],
+                listed(candidates, "dense_rank"),
+                Fusion(**fusion),
+                bm25_top=lexical["candidates"][0]["score"] if lexical["candidates"] else 0.0,
+                bm25_coverage=served.get("bm25_coverage", 1.0),
+                usage_ids=listed(candidates, "usage_rank"),
+            )
+            # Floats compared with ==: the same operations in the same order.
+            assert {c["name"]: c["score"] for c in candidates} == expected, query
+        # Each query ranks the three taught tools by usage, and only those.
+        assert used == 3 * len(self.QUERIES)
+
+    def test_only_tools_called_for_like_queries_are_listed(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        cold = support_agent.ok(support_agent.select(ASKED, k=50, debug=True))["candidates"]
+        assert not [c for c in cold if "usage_rank" in c]
+        self._taught(support_agent, database)
+        warm = support_agent.ok(support_agent.select(ASKED, k=50, debug=True))["candidates"]
+        usage = sorted((c for c in warm if "usage_rank" in c), key=lambda c: c["usage_rank"])
+        assert usage[0]["name"] == "refund_policy"  # taught with these very words
+        assert {c["name"] for c in usage} == {"refund_policy", "order_status", "lookup_account"}
+        # Dense mode is similarity alone: no usage list there.
+        dense = ranks(support_agent, ASKED)
+        assert dense[0] == "refund_policy"
+        body = support_agent.ok(support_agent.select(ASKED, mode="dense", k=50, debug=True))
+        assert not [c for c in body["candidates"] if "usage_rank" in c]
+
+    def test_a_heavier_usage_list_lets_usage_outweigh_words(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        # Users who ask about their order's status call lookup_account, whatever the words.
+        query = "get the shipping status of an order"
+        for suffix in ("", " now", " please", " today"):
+            report(support_agent, query + suffix, "lookup_account")
+        embed_pending(database, support_agent.tenant_id)
+        words = support_agent.ok(support_agent.select(query, mode="bm25", debug=True))
+        assert words["candidates"][0]["name"] == "order_status"
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"usage_weight": 0}}}))
+        without = support_agent.ok(support_agent.select(query, k=50, debug=True))["candidates"]
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"usage_weight": 4}}}))
+        heavy = support_agent.ok(support_agent.select(query, k=50, debug=True))["candidates"]
+
+        def rank_of(candidates: list[dict[str, Any]]) -> int:
+            return next(c["rank"] for c in candidates if c["name"] == "lookup_account")
+
+        assert rank_of(heavy) == 1
+        assert rank_of(without) > 1

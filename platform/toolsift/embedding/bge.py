@@ -14,6 +14,7 @@ build, a run is one text: batched, a vector would depend on its neighbours.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -35,12 +36,18 @@ MODEL_SHA256 = "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4
 
 def packaged_file(name: str) -> Path:
     """A file of the model's folder in the installed package, found without importing it."""
+    return _locate(PACKAGE, name)
+
+
+@functools.cache
+def _locate(package: str, name: str) -> Path:
+    # Cached: looking a distribution up walks sys.path, and every query embedding asks.
     try:
-        path = Path(str(metadata.distribution(PACKAGE).locate_file(f"{_FOLDER}/{name}")))
+        path = Path(str(metadata.distribution(package).locate_file(f"{_FOLDER}/{name}")))
     except metadata.PackageNotFoundError as exc:
-        raise EmbeddingError(f"the {MODEL} model needs the {PACKAGE} package") from exc
+        raise EmbeddingError(f"the {MODEL} model needs the {package} package") from exc
     if not path.is_file():
-        raise EmbeddingError(f"{path} is missing from the {PACKAGE} package")
+        raise EmbeddingError(f"{path} is missing from the {package} package")
     return path
 
 

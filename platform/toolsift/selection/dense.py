@@ -29,6 +29,12 @@ class Fusion:
     does not hold dense's answer down. No lexical match at all leaves dense alone. A small
     `k` lets the first ranks of each list count more than agreement deep down both
     (docs/quality.md measured these choices).
+
+    Usage is a third list: the tools ranked by the nearest query they were called for
+    (`learned_queries`), weighted `usage_weight` times dense's share. Dense already ranks a
+    tool by the nearest of its own vector and its learned queries; the list of its own
+    lets a tool learned for this kind of request outweigh BM25's words, which learn nothing
+    (docs/quality.md, "The usage list"). A tenant without reported calls has an empty list.
     """
 
     k: float = 3.0
@@ -36,6 +42,7 @@ class Fusion:
     dense_weight: float = 1.0
     bm25_scale: float = 13.0
     bm25_floor: float = 0.45
+    usage_weight: float = 0.25
 
 
 def settings(fusion: Fusion) -> dict[str, float]:
@@ -54,11 +61,13 @@ def fuse(
     *,
     bm25_top: float = 0.0,
     bm25_coverage: float = 1.0,
+    usage_ids: Sequence[str] = (),
 ) -> dict[str, float]:
     """Weighted RRF: weight / (k + rank) summed over the lists a tool appears in.
 
     `bm25_top` is the best BM25 score of the query and `bm25_coverage` the share of the
-    query's words its tool matched: they split the weight (see `Fusion`).
+    query's words its tool matched: they split the weight (see `Fusion`). `usage_ids` are
+    the tools by their nearest learned query.
     """
     top = max(bm25_top, 0.0)
     floor = fusion.bm25_floor * bm25_coverage
@@ -67,6 +76,7 @@ def fuse(
     for weight, ids in (
         (fusion.bm25_weight * lexical, bm25_ids),
         (fusion.dense_weight * (1.0 - lexical), dense_ids),
+        (fusion.usage_weight * (1.0 - lexical), usage_ids),
     ):
         for rank, tool_id in enumerate(ids, start=1):
             fused[tool_id] = fused.get(tool_id, 0.0) + weight / (fusion.k + rank)

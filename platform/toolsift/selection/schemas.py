@@ -107,6 +107,11 @@ class Candidate(BaseModel):
     matched_terms: list[str]
     bm25_rank: int | None = None
     dense_rank: int | None = None
+    usage_rank: int | None = Field(
+        default=None,
+        description="hybrid: the tool's rank by the nearest query it was called for (learned"
+        " usage); absent for a tool never called for a like query.",
+    )
     selected: bool
     reason: str = Field(
         description="core, used (kept from the conversation), selected, over_budget or beyond_k"

@@ -50,6 +50,14 @@ class FusionSettings(Schema):
         ),
         **_NUMBER,
     )
+    usage_weight: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e6,
+        description="Weight of learned usage (tools by the nearest query they were called"
+        " for), times dense's share; 0 turns the list off.",
+        **_NUMBER,
+    )
 
 
 class TenantSettings(StoredSchema):

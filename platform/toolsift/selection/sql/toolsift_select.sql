@@ -39,6 +39,7 @@ DECLARE
     f_dense float8;
     f_scale float8;
     f_floor float8;
+    f_usage float8;
     missing integer;
     -- Tools the query's words matched (BM25's candidates); NULL where words are not scored.
     matched integer;
@@ -96,7 +97,7 @@ BEGIN
     -- Postings and vectors carry the tool's position: no tool row is read to rank.
     IF p_mode = 'bm25' THEN
         SELECT coalesce(array_agg(
-                   ROW(b.tool_id, b.score, b.terms, b.rnk, NULL)::toolsift_ranked
+                   ROW(b.tool_id, b.score, b.terms, b.rnk, NULL, NULL)::toolsift_ranked
                    ORDER BY b.rnk), '{}')
           INTO ranked
           FROM (SELECT s.*, row_number() OVER (ORDER BY s.score DESC, s.position) AS rnk
@@ -111,7 +112,11 @@ BEGIN
         f_dense := toolsift_setting(p_fusion, 'dense_weight', 0, true, 'Infinity', NULL);
         f_scale := toolsift_setting(p_fusion, 'bm25_scale', 0, false, 'Infinity', NULL);
         f_floor := toolsift_setting(p_fusion, 'bm25_floor', 0, true, 1, NULL);
-        IF num_nulls(f_k, f_bm25, f_dense, f_scale, f_floor) > 0 THEN
+        -- An API from before the usage list passes no `usage_weight`: it had none (0).
+        f_usage := CASE WHEN p_fusion ? 'usage_weight'
+                        THEN toolsift_setting(p_fusion, 'usage_weight', 0, true, 'Infinity', NULL)
+                        ELSE 0 END;
+        IF num_nulls(f_k, f_bm25, f_dense, f_scale, f_floor, f_usage) > 0 THEN
             RAISE EXCEPTION 'p_fusion lacks a fusion default, or one is out of range: %', p_fusion
                 USING ERRCODE = '22023';
         END IF;
@@ -120,6 +125,7 @@ BEGIN
         f_dense := toolsift_setting(fusion, 'dense_weight', 0, true, 'Infinity', f_dense);
         f_scale := toolsift_setting(fusion, 'bm25_scale', 0, false, 'Infinity', f_scale);
         f_floor := toolsift_setting(fusion, 'bm25_floor', 0, true, 1, f_floor);
+        f_usage := toolsift_setting(fusion, 'usage_weight', 0, true, 'Infinity', f_usage);
         -- Counted against the served model, under RLS: hidden tools are not counted.
         missing := toolsift_missing_embeddings(
             p_tenant, CASE WHEN p_model IS NULL THEN served
@@ -132,33 +138,48 @@ BEGIN
              WHERE p_mode = 'hybrid'
         ),
         -- Vectors of another model than the tenant serves never mix in (a switch is on).
-        -- A tool is as near as the nearest of its own vector and the queries it was called
-        -- for (`learned_queries`): usage reaches it by the words its users use.
+        -- The tools nearest by their own vector, cut to the pool.
+        own AS (
+            SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
+              FROM public.tool_embeddings e
+             WHERE e.tenant_id = p_tenant AND e.model = p_model
+               AND p_model = served AND p_vector IS NOT NULL
+             ORDER BY distance, e.position
+             LIMIT p_pool
+        ),
+        -- The tools nearest by the queries they were called for (`learned_queries`), each by
+        -- its nearest one, cut to the pool; empty for a tenant that reported no calls.
+        learned AS (
+            SELECT q.tool_id, min(q.embedding <=> p_vector) AS distance,
+                   min(q.position) AS position
+              FROM public.learned_queries q
+             WHERE q.tenant_id = p_tenant AND q.model = p_model
+               AND p_model = served AND p_vector IS NOT NULL
+             GROUP BY q.tool_id
+             ORDER BY distance, position
+             LIMIT p_pool
+        ),
+        -- A tool is as near as the nearest of its own vector and its learned queries: usage
+        -- reaches it by the words its users use. A deleted tool's vectors are deleted with
+        -- it (`embedding.service`). Each side's first p_pool tools hold every tool of the
+        -- merged first p_pool at its nearest distance.
         near AS (
             SELECT x.tool_id, x.position, 1.0::float8 - x.distance AS similarity,
                    row_number() OVER (ORDER BY x.distance, x.position)::integer AS rnk
-              -- A deleted tool's vectors are deleted with it (`embedding.service`).
-              -- Each side's first p_pool tools hold every tool of the merged first p_pool
-              -- at its nearest distance; without learned queries the second side is empty.
               FROM (SELECT v.tool_id, min(v.distance) AS distance, min(v.position) AS position
-                      FROM ((SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
-                               FROM public.tool_embeddings e
-                              WHERE e.tenant_id = p_tenant AND e.model = p_model
-                                AND p_model = served AND p_vector IS NOT NULL
-                              ORDER BY distance, e.position
-                              LIMIT p_pool)
-                            UNION ALL
-                            (SELECT q.tool_id, min(q.embedding <=> p_vector) AS distance,
-                                    min(q.position) AS position
-                               FROM public.learned_queries q
-                              WHERE q.tenant_id = p_tenant AND q.model = p_model
-                                AND p_model = served AND p_vector IS NOT NULL
-                              GROUP BY q.tool_id
-                              ORDER BY distance, position
-                              LIMIT p_pool)) v
+                      FROM (SELECT * FROM own UNION ALL SELECT * FROM learned) v
                      GROUP BY v.tool_id
                      ORDER BY distance, position
                      LIMIT p_pool) x
+        ),
+        -- Usage as a list of its own (hybrid): the tools called for queries like this one,
+        -- ranked by the nearest such query, so that a tool learned for this kind of request
+        -- counts twice against BM25's words (docs/quality.md, "The usage list").
+        usage AS (
+            SELECT l.tool_id, l.position,
+                   row_number() OVER (ORDER BY l.distance, l.position)::integer AS rnk
+              FROM learned l
+             WHERE p_mode = 'hybrid'
         ),
         -- BM25's floor is kept in full only by a first tool that has every word of the query
         -- the catalog has: a match on one common word of several is nearly noise.
@@ -173,18 +194,22 @@ BEGIN
               FROM (SELECT 1) one LEFT JOIN best f ON true
         ),
         fused AS (
-            SELECT coalesce(l.tool_id, n.tool_id) AS tool_id,
+            SELECT coalesce(l.tool_id, n.tool_id, u.tool_id) AS tool_id,
                    CASE WHEN p_mode = 'dense' THEN n.similarity
-                        -- As `dense.fuse` adds them: the BM25 term first, then the dense one.
+                        -- As `dense.fuse` adds them: BM25's term, then dense's, then usage's.
                         ELSE coalesce(f_bm25 * w.lexical / (f_k + l.rnk), 0.0::float8)
                              + coalesce(f_dense * (1.0 - w.lexical) / (f_k + n.rnk), 0.0::float8)
+                             + coalesce(f_usage * (1.0 - w.lexical) / (f_k + u.rnk), 0.0::float8)
                    END AS score,
                    coalesce(l.terms, '{}') AS terms, l.rnk AS bm25_rank, n.rnk AS dense_rank,
-                   coalesce(l.position, n.position) AS position
-              FROM lex l FULL JOIN near n ON n.tool_id = l.tool_id CROSS JOIN weights w
+                   u.rnk AS usage_rank, coalesce(l.position, n.position, u.position) AS position
+              FROM lex l FULL JOIN near n ON n.tool_id = l.tool_id
+              FULL JOIN usage u ON u.tool_id = coalesce(l.tool_id, n.tool_id)
+              CROSS JOIN weights w
         )
         SELECT coalesce(array_agg(
-                   ROW(f.tool_id, f.score, f.terms, f.bm25_rank, f.dense_rank)::toolsift_ranked
+                   ROW(f.tool_id, f.score, f.terms, f.bm25_rank, f.dense_rank,
+                       f.usage_rank)::toolsift_ranked
                    ORDER BY f.score DESC, f.position), '{}'),
                (SELECT w.coverage FROM weights w)
           INTO ranked, coverage
@@ -246,7 +271,7 @@ BEGIN
                              ORDER BY x.o)
               INTO c_names, c_positions, c_costs
               FROM unnest(ranked[rank:fetched]) WITH ORDINALITY
-                       AS x(tool_id, score, terms, bm25_rank, dense_rank, o)
+                       AS x(tool_id, score, terms, bm25_rank, dense_rank, usage_rank, o)
               LEFT JOIN public.tools t
                 ON t.tenant_id = p_tenant AND t.id = x.tool_id AND t.deleted_at IS NULL;
         END IF;
@@ -271,6 +296,7 @@ BEGIN
             candidates := candidates || json_strip_nulls(json_build_object(
                 'name', tool.name, 'rank', rank, 'score', r.score, 'matched_terms', r.terms,
                 'bm25_rank', r.bm25_rank, 'dense_rank', r.dense_rank,
+                'usage_rank', r.usage_rank,
                 'selected', r.tool_id = ANY (pick_ids),
                 'reason', reason))::text;
         ELSIF added >= p_k THEN

@@ -1,0 +1,120 @@
+"""What-if for learned usage in the fusion, in tune.py's loop: no API, no worker.
+
+`toolsift eval --warm` replays one half of a dataset as usage (a select, then a call of each
+relevant tool) and measures the other. This script models the same thing in seconds: a
+learned query is the query text's vector under the tool called (at most 32 per tool, the
+last ones), dense ranks a tool by the nearest of its own vector and its learned ones, and
+the usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`).
+
+Weights are chosen on the tune half alone: its queries are split again by a second hash
+byte, one quarter learned and the other measured (`tuneQ`). `check` then learns the whole
+tune half and measures the check half, as `toolsift eval --warm` does.
+
+    python benchmarks/quality/usage.py /path/to/datasets/* --weights 0,0.25,0.5,0.75
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import tune
+
+from toolsift.embedding.learning import KEPT_PER_TOOL
+from toolsift.selection import dense
+from toolsift_tooling.eval.dataset import NoQueries, load
+
+
+def learns(query_id: str) -> bool:
+    """Within the tune half: the quarter replayed as usage (the other is measured)."""
+    return hashlib.sha1(query_id.encode()).digest()[1] % 2 == 0
+
+
+def nearest_first(distance: npt.NDArray[np.float64]) -> list[int]:
+    """Indices of the finite distances, nearest first, ties by registry position."""
+    order = np.lexsort((np.arange(len(distance)), distance))
+    return [int(i) for i in order[np.isfinite(distance[order])][: tune.CANDIDATE_POOL]]
+
+
+def warm_recall(
+    prepared: tune.Prepared,
+    lexical: list[tune.Lexical],
+    tools: npt.NDArray[np.float32],
+    queries: npt.NDArray[np.float32],
+    learned_from: Sequence[int],
+    measured: Sequence[int],
+    fusions: Sequence[dense.Fusion],
+) -> list[float]:
+    """recall@5 of hybrid on `measured` after `learned_from` was replayed, per fusion."""
+    names = {name: i for i, name in enumerate(prepared.names)}
+    per_tool: dict[int, list[int]] = defaultdict(list)
+    for q in learned_from:
+        for tool in prepared.dataset.queries[q].relevant:
+            if tool in names and q not in per_tool[names[tool]]:
+                per_tool[names[tool]].append(q)
+    kept = {t: np.array(qs[-KEPT_PER_TOOL:]) for t, qs in per_tool.items()}
+    rankings: list[list[list[int]]] = [[[] for _ in prepared.dataset.queries] for _ in fusions]
+    for q in measured:
+        own = 1.0 - (tools @ queries[q]).astype(np.float64)
+        learned = np.full(len(tools), np.inf)
+        for t, qs in kept.items():
+            learned[t] = float(np.min(1.0 - queries[qs] @ queries[q]))
+        dense_ids = nearest_first(np.minimum(own, learned))
+        usage_ids = nearest_first(learned)
+        r = lexical[q]
+        for f, fusion in enumerate(fusions):
+            fused = dense.fuse(
+                r.ids,  # type: ignore[arg-type]
+                dense_ids,  # type: ignore[arg-type]
+                fusion,
+                bm25_top=r.scores[0] if r.scores else 0.0,
+                bm25_coverage=r.coverage,
+                usage_ids=usage_ids,  # type: ignore[arg-type]
+            )
+            rankings[f][q] = sorted(fused, key=lambda i: (-fused[i], i))  # type: ignore[arg-type, return-value]
+    return [tune.recall5(prepared, runs, measured) for runs in rankings]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("datasets", nargs="+", type=Path)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--weights", default="0,0.25,0.5,0.75", help="usage_weight values")
+    args = parser.parse_args()
+    weights = [float(w) for w in args.weights.split(",")]
+    fusions = [replace(dense.Fusion(), usage_weight=w) for w in weights]
+    print("usage_weight " + " ".join(f"{w:>6}" for w in weights))
+    with tune.session(args.cache) as tuner:
+        for directory in args.datasets:
+            try:
+                prepared = tuner.prepare(load(directory))
+            except NoQueries:
+                continue
+            config = tune.Config()
+            assert tuner.vectors is not None
+            tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])
+            queries = tuner.vectors.embed(tuner._queries(prepared, config))
+            lexical = tuner.bm25_scored(prepared, config)
+            tune_half, check_half = tune.halves(prepared.dataset)
+            ids = [q.id for q in prepared.dataset.queries]
+            quarter = [q for q in tune_half if learns(ids[q])]
+            rest = [q for q in tune_half if not learns(ids[q])]
+            for label, learned_from, measured in (
+                ("tuneQ", quarter, rest),
+                ("check", tune_half, check_half),
+            ):
+                figures = warm_recall(
+                    prepared, lexical, tools, queries, learned_from, measured, fusions
+                )
+                cells = " ".join(f"{x:6.3f}" for x in figures)
+                print(f"{directory.name:<17} {label} {cells}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
