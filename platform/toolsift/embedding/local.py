@@ -3,7 +3,8 @@ that serves each.
 
 Besides the single models, one ensemble: MiniLM and bge-small side by side
 (`EnsembleBackend`). Measured on the datasets' check halves it finds more than either model
-alone, for about 2.3 times the embedding work (docs/quality.md, "A second model").
+alone, for about three times the embedding work (docs/quality.md and docs/benchmarks.md,
+"A second model").
 """
 
 from __future__ import annotations
