@@ -98,11 +98,23 @@ def _baseline_sql(source: str) -> list[str]:
     return statements
 
 
+# The ranked row of a select from before migration 0030, which added `usage_rank`.
+_RANKED_BEFORE_0030 = (
+    "CREATE TYPE toolsift_ranked AS"
+    " (tool_id uuid, score float8, terms text[], bm25_rank integer, dense_rank integer)"
+)
+
+
 def _install_baseline(owner_url: str, statements: list[str]) -> None:
-    """The baseline's functions, under their own names, in schema baseline."""
+    """The baseline's functions, under their own names, in schema baseline; a baseline from
+    before 0030 gets the ranked row type it was written for there too (plpgsql resolves
+    the type by the search_path, as it does the functions)."""
     with psycopg.connect(owner_url, autocommit=True) as owner:
         owner.execute("CREATE SCHEMA baseline")
         owner.execute("SET search_path = baseline, public")  # CREATE FUNCTION lands there
+        if not any("usage_rank" in statement for statement in statements):
+            owner.execute(_RANKED_BEFORE_0030)
+            owner.execute("GRANT USAGE ON TYPE toolsift_ranked TO toolsift_app")
         for statement in statements:
             owner.execute(statement)
         owner.execute("GRANT USAGE ON SCHEMA baseline TO toolsift_app")
