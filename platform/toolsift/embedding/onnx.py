@@ -66,7 +66,7 @@ class _Runtime:
     input_names: frozenset[str]
 
 
-_runtimes: dict[tuple[int, Path, int, Path, int], _Runtime] = {}
+_runtimes: dict[tuple[int, Path, int, Path, int, str | None], _Runtime] = {}
 _runtimes_lock = threading.Lock()
 _prepare_lock = threading.Lock()
 
@@ -88,7 +88,7 @@ def _load(
 
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     # MiniLM's file asks for 128 tokens and fixed padding to 128; sentence-transformers uses
-    # 256 and pads per batch. Padding is done here in numpy (see `_run`).
+    # 256 and pads per batch. Padding is done here in numpy (see `run`).
     tokenizer.enable_truncation(max_length=max_tokens)
     tokenizer.no_padding()
 
@@ -120,9 +120,10 @@ def runtime(
     sha256: str | None = None,
 ) -> _Runtime:
     """The loaded model and tokenizer, once per process and thread count; `sha256` pins
-    the file (checked at load)."""
+    the file (checked at load, so it is part of the key: an unchecked load never serves a
+    caller that asked for the check)."""
     # Keyed by pid too: a session created before a fork (Celery prefork) is not reused.
-    key = (os.getpid(), model_path, threads, tokenizer_path, max_tokens)
+    key = (os.getpid(), model_path, threads, tokenizer_path, max_tokens, sha256)
     found = _runtimes.get(key)
     if found is None:
         with _runtimes_lock:
