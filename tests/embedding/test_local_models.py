@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -153,6 +154,12 @@ def test_every_local_model_by_name(model: str) -> None:
 
 
 class TestSettings:
+    def test_the_setting_offers_every_local_model(self) -> None:
+        annotation = Settings.model_fields["embedding_onnx_model"].annotation
+        assert set(get_args(annotation)) == set(local.MODELS)
+        assert Settings.model_fields["embedding_onnx_model"].default == local.DEFAULT_MODEL
+        assert next(iter(local.MODELS)) == local.DEFAULT_MODEL
+
     def test_naming_the_model_is_enough(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("TOOLSIFT_EMBEDDING_ONNX_MODEL", ENSEMBLE)
         settings = Settings(env="testing")
