@@ -10,9 +10,9 @@ also ranks the tools by the nearest query each was called for (the `usage` list)
 default, a tenant may set it in `settings.fusion`). A tenant without learned queries has an
 empty list and the same scores as before. An API from before this release passes no
 `usage_weight` and gets none. The debug candidates say `usage_rank`, so `toolsift_ranked`
-gains that attribute. `toolsift_select` keeps its signature: replaced in place, its grants
-stay. The text is `platform/toolsift/selection/sql/toolsift_select.sql`'s, written out; the
-way down is 0028's.
+gains that attribute, and so does each chosen tool in the log's `details`.
+`toolsift_select` keeps its signature: replaced in place, its grants stay. The text is
+`platform/toolsift/selection/sql/toolsift_select.sql`'s, written out; the way down is 0028's.
 """
 
 from collections.abc import Sequence
@@ -336,11 +336,12 @@ BEGIN
            coalesce(array_agg(i.name ORDER BY i.o), '{}') AS names,
            coalesce(json_agg(json_build_object(
                'name', i.name, 'reason', i.reason, 'bm25_rank', i.bm25_rank,
-               'dense_rank', i.dense_rank) ORDER BY i.o), '[]') AS details,
+               'dense_rank', i.dense_rank, 'usage_rank', i.usage_rank) ORDER BY i.o),
+               '[]') AS details,
            coalesce(sum(i.token_cost), 0)::integer AS tokens
       INTO chosen
       -- Component ranks from the whole ranked list, core and used tools included.
-      FROM (SELECT u.*, x.bm25_rank, x.dense_rank,
+      FROM (SELECT u.*, x.bm25_rank, x.dense_rank, x.usage_rank,
                    row_number() OVER (ORDER BY u.reason <> 'core', u.position) AS o
               FROM unnest(picks) u
               LEFT JOIN unnest(ranked) x ON x.tool_id = u.id

@@ -340,6 +340,19 @@ class TestTheUsageList:
         body = support_agent.ok(support_agent.select(ASKED, mode="dense", k=50, debug=True))
         assert not [c for c in body["candidates"] if "usage_rank" in c]
 
+    def test_the_log_keeps_each_chosen_tool_s_usage_rank(
+        self, support_agent: Caller, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        self._taught(support_agent, database)
+        body = support_agent.ok(support_agent.select(TAUGHT, k=3))
+        row = owner_conn.execute(
+            "SELECT details FROM selection_logs WHERE id = %s", (body["selection_id"],)
+        ).fetchone()
+        assert row is not None
+        ranks_logged = {d["name"]: d["usage_rank"] for d in row[0]}
+        assert ranks_logged["refund_policy"] == 1  # taught with these very words
+        assert ranks_logged["search_help"] is None  # core, never called here
+
     def test_a_heavier_usage_list_lets_usage_outweigh_words(
         self, admin: Caller, support_agent: Caller, database: Database
     ) -> None:

@@ -153,7 +153,13 @@ class TestComponentRanks:
         mode, details, candidate_count = row
         assert mode == "hybrid"
         assert details == [
-            {"name": "order_status", "reason": "ranked", "bm25_rank": 1, "dense_rank": 1}
+            {
+                "name": "order_status",
+                "reason": "ranked",
+                "bm25_rank": 1,
+                "dense_rank": 1,
+                "usage_rank": None,
+            }
         ]
         assert candidate_count == len(body["candidates"])
 
