@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .embedding import models
+
 # The role the application runs as: neither owner of the tables nor BYPASSRLS.
 APP_ROLE = "toolsift_app"
 
@@ -160,9 +162,7 @@ class Settings(BaseSettings):
     def _local_dimension(self) -> Settings:
         """A local model says its own dimension: naming the model is enough."""
         if self.embedding_backend == "onnx" and "embedding_dimension" not in self.model_fields_set:
-            from .embedding.local import MODELS
-
-            self.embedding_dimension = MODELS[self.embedding_onnx_model]
+            self.embedding_dimension = models.DIMENSIONS[self.embedding_onnx_model]
         return self
 
     @field_validator("database_url")

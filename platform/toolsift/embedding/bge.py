@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from . import models
 from .base import EmbeddingError
-from .onnx import run, runtime
+from .onnx import l2_normalise, run, runtime
 
-MODEL = "bge-small-en-v1.5-int8"
-DIMENSION = 384
+MODEL = models.BGE_SMALL
+DIMENSION = models.DIMENSIONS[MODEL]
 MAX_TOKENS = 512
 PACKAGE = "compartment"
 _FOLDER = "compartment/models/bge-small-en-v1.5-int8"
@@ -94,7 +95,4 @@ class BgeBackend:
 
 def cls_normalise(hidden: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """The [CLS] token's vector, L2-normalised: bge's sentence vector."""
-    cls = hidden[:, 0, :]
-    norms = np.clip(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12, None)
-    normalised: npt.NDArray[np.float32] = (cls / norms).astype(np.float32)
-    return normalised
+    return l2_normalise(hidden[:, 0, :])

@@ -16,18 +16,13 @@ from typing import Protocol
 
 import numpy as np
 
-from . import bge, onnx
+from . import bge, models, onnx
 from .base import EmbeddingSettings
 
-ENSEMBLE_MODEL = f"{onnx.DYNAMIC_MODEL}+{bge.MODEL}"
-DEFAULT_MODEL = onnx.DEFAULT_MODEL
+ENSEMBLE_MODEL = models.ENSEMBLE
+DEFAULT_MODEL = models.DEFAULT
 #: Every local model and its dimension; the first is the default.
-MODELS: dict[str, int] = {
-    onnx.DYNAMIC_MODEL: onnx.DIMENSION,
-    onnx.PACKAGED_MODEL: onnx.DIMENSION,
-    bge.MODEL: bge.DIMENSION,
-    ENSEMBLE_MODEL: onnx.DIMENSION + bge.DIMENSION,
-}
+MODELS = models.DIMENSIONS
 
 
 class LocalBackend(Protocol):
@@ -103,10 +98,12 @@ def backend(
     )
 
 
-def configured(config: EmbeddingSettings, *, threads: int | None = None) -> LocalBackend:
-    """The local backend the settings name (`threads` overrides theirs)."""
+def configured(
+    config: EmbeddingSettings, *, threads: int | None = None, model: str | None = None
+) -> LocalBackend:
+    """The local backend the settings name (`threads` and `model` override theirs)."""
     return backend(
-        config.embedding_onnx_model,
+        model or config.embedding_onnx_model,
         threads=config.embedding_threads if threads is None else threads,
         batch_size=config.embedding_batch_size,
         cache_dir=config.embedding_cache_dir,

