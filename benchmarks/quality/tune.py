@@ -253,8 +253,8 @@ class Tuner:
     def bm25(self, prepared: Prepared, config: Config) -> list[list[int]]:
         return [r.ids for r in self.bm25_scored(prepared, config)]
 
-    def bm25_scored(self, prepared: Prepared, config: Config) -> list[Lexical]:
-        """Per query: the top tool indices and their BM25 scores, best first."""
+    def term_frequencies(self, prepared: Prepared, config: Config) -> list[dict[str, float]]:
+        """Each tool's weighted term frequencies, as `lexical.index.analyse` sums them."""
         per_field = self._fields(prepared, config.text_search)
         weights = {f: float(getattr(config.weights, f)) for f in FIELDS}
         tfs: list[dict[str, float]] = []
@@ -265,8 +265,16 @@ class Tuner:
                     for lexeme, count in per_field[f][i].items():
                         tf[lexeme] += weights[f] * count
             tfs.append(tf)
-        queries = self._queries(prepared, config)
-        terms = self.analyser.lexemes(config.text_search, queries)
+        return tfs
+
+    def query_terms(self, prepared: Prepared, config: Config) -> list[Counter[str]]:
+        """Each query's lexemes, counted: what BM25 matches, and what a learned query adds."""
+        return self.analyser.lexemes(config.text_search, self._queries(prepared, config))
+
+    def bm25_scored(self, prepared: Prepared, config: Config) -> list[Lexical]:
+        """Per query: the top tool indices and their BM25 scores, best first."""
+        tfs = self.term_frequencies(prepared, config)
+        terms = self.query_terms(prepared, config)
         return rank_bm25(tfs, terms, k1=config.k1, b=config.b)
 
     def dense(self, prepared: Prepared, config: Config) -> list[list[int]]:

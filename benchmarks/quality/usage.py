@@ -3,14 +3,17 @@
 `toolsift eval --warm` replays one half of a dataset as usage (a select, then a call of each
 relevant tool) and measures the other. This script models the same thing in seconds: a
 learned query is the query text's vector under the tool called (at most 32 per tool, the
-last ones), dense ranks a tool by the nearest of its own vector and its learned ones, and
-the usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`).
+last ones), dense ranks a tool by the nearest of its own vector and its learned ones, the
+usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`), and
+BM25 counts the learned queries' words in their tools' documents at a word weight
+(`lexical.analysis.LEARNED_WEIGHT`).
 
 Weights are chosen on the tune half alone: its queries are split again by a second hash
 byte, one quarter learned and the other measured (`tuneQ`). `check` then learns the whole
 tune half and measures the check half, as `toolsift eval --warm` does.
 
-    python benchmarks/quality/usage.py /path/to/datasets/* --weights 0,0.25,0.5,0.75
+    python benchmarks/quality/usage.py /path/to/datasets/* --weights 0,0.25,0.5,0.75 \
+        --word-weights 0,0.0625
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import numpy.typing as npt
 import tune
 
 from toolsift.embedding.learning import KEPT_PER_TOOL
-from toolsift.selection import dense
+from toolsift.lexical.analysis import LEARNED_WEIGHT
+from toolsift.selection import bm25, dense
 from toolsift_tooling.eval.dataset import NoQueries, load
 
 
@@ -42,14 +46,34 @@ def nearest_first(distance: npt.NDArray[np.float64]) -> list[int]:
     return [int(i) for i in order[np.isfinite(distance[order])][: tune.CANDIDATE_POOL]]
 
 
+def with_learned_words(
+    tfs: Sequence[dict[str, float]],
+    terms: Sequence[dict[str, int]],
+    kept: dict[int, Sequence[int]],
+    weight: float,
+) -> list[dict[str, float]]:
+    """Each tool's term frequencies plus its learned queries' words at `weight`, as
+    `lexical.index.analyse` indexes them."""
+    if weight <= 0:
+        return list(tfs)
+    learned = [dict(tf) for tf in tfs]
+    for tool, queries in kept.items():
+        for q in queries:
+            for lexeme, count in terms[q].items():
+                learned[tool][lexeme] = learned[tool].get(lexeme, 0.0) + weight * count
+    return learned
+
+
 def warm_recall(
     prepared: tune.Prepared,
-    lexical: list[tune.Lexical],
+    tfs: Sequence[dict[str, float]],
+    terms: Sequence[dict[str, int]],
     tools: npt.NDArray[np.float32],
     queries: npt.NDArray[np.float32],
     learned_from: Sequence[int],
     measured: Sequence[int],
     fusions: Sequence[dense.Fusion],
+    word_weight: float,
 ) -> list[float]:
     """recall@5 of hybrid on `measured` after `learned_from` was replayed, per fusion."""
     names = {name: i for i, name in enumerate(prepared.names)}
@@ -58,13 +82,16 @@ def warm_recall(
         for tool in prepared.dataset.queries[q].relevant:
             if tool in names and q not in per_tool[names[tool]]:
                 per_tool[names[tool]].append(q)
-    kept = {t: np.array(qs[-KEPT_PER_TOOL:]) for t, qs in per_tool.items()}
+    kept = {t: qs[-KEPT_PER_TOOL:] for t, qs in per_tool.items()}
+    documents = with_learned_words(tfs, terms, kept, word_weight)
+    scored = tune.rank_bm25(documents, [terms[q] for q in measured], k1=bm25.K1, b=bm25.B)
+    lexical = dict(zip(measured, scored, strict=True))
     rankings: list[list[list[int]]] = [[[] for _ in prepared.dataset.queries] for _ in fusions]
     for q in measured:
         own = 1.0 - (tools @ queries[q]).astype(np.float64)
         learned = np.full(len(tools), np.inf)
         for t, qs in kept.items():
-            learned[t] = float(np.min(1.0 - queries[qs] @ queries[q]))
+            learned[t] = float(np.min(1.0 - queries[np.array(qs)] @ queries[q]))
         dense_ids = nearest_first(np.minimum(own, learned))
         usage_ids = nearest_first(learned)
         r = lexical[q]
@@ -86,10 +113,14 @@ def main() -> None:
     parser.add_argument("datasets", nargs="+", type=Path)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
     parser.add_argument("--weights", default="0,0.25,0.5,0.75", help="usage_weight values")
+    parser.add_argument(
+        "--word-weights", default=f"0,{LEARNED_WEIGHT}", help="learned words' weights, one row each"
+    )
     args = parser.parse_args()
     weights = [float(w) for w in args.weights.split(",")]
+    word_weights = [float(w) for w in args.word_weights.split(",")]
     fusions = [replace(dense.Fusion(), usage_weight=w) for w in weights]
-    print("usage_weight " + " ".join(f"{w:>6}" for w in weights))
+    print(f"{'usage_weight':<31}" + " ".join(f"{w:>6}" for w in weights))
     with tune.session(args.cache) as tuner:
         for directory in args.datasets:
             try:
@@ -100,7 +131,8 @@ def main() -> None:
             assert tuner.vectors is not None
             tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])
             queries = tuner.vectors.embed(tuner._queries(prepared, config))
-            lexical = tuner.bm25_scored(prepared, config)
+            tfs = tuner.term_frequencies(prepared, config)
+            terms = tuner.query_terms(prepared, config)
             tune_half, check_half = tune.halves(prepared.dataset)
             ids = [q.id for q in prepared.dataset.queries]
             quarter = [q for q in tune_half if learns(ids[q])]
@@ -109,11 +141,21 @@ def main() -> None:
                 ("tuneQ", quarter, rest),
                 ("check", tune_half, check_half),
             ):
-                figures = warm_recall(
-                    prepared, lexical, tools, queries, learned_from, measured, fusions
-                )
-                cells = " ".join(f"{x:6.3f}" for x in figures)
-                print(f"{directory.name:<17} {label} {cells}", flush=True)
+                for word_weight in word_weights:
+                    figures = warm_recall(
+                        prepared,
+                        tfs,
+                        terms,
+                        tools,
+                        queries,
+                        learned_from,
+                        measured,
+                        fusions,
+                        word_weight,
+                    )
+                    cells = " ".join(f"{x:6.3f}" for x in figures)
+                    row = f"{directory.name:<17} {label} w{word_weight:<7}"
+                    print(f"{row} {cells}", flush=True)
 
 
 if __name__ == "__main__":

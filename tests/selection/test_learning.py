@@ -20,10 +20,12 @@ from tests.fixtures.factories import (
     support_catalog,
     tool_body,
 )
+from tests.tools.test_index_consistency import assert_index_is_a_recount
 from toolsift.analytics.service import analytics
 from toolsift.db import Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
+from toolsift.lexical.analysis import LEARNED_WEIGHT
 from toolsift.selection.dense import Fusion, fuse
 
 # Words no description has: before learning, nothing about them points at any one tool.
@@ -358,8 +360,7 @@ class TestTheUsageList:
     ) -> None:
         # Users who ask about their order's status call lookup_account, whatever the words.
         query = "get the shipping status of an order"
-        for suffix in ("", " now", " please", " today"):
-            report(support_agent, query + suffix, "lookup_account")
+        report(support_agent, query, "lookup_account")
         embed_pending(database, support_agent.tenant_id)
         words = support_agent.ok(support_agent.select(query, mode="bm25", debug=True))
         assert words["candidates"][0]["name"] == "order_status"
@@ -373,3 +374,92 @@ class TestTheUsageList:
 
         assert rank_of(heavy) == 1
         assert rank_of(without) > 1
+
+
+def lexical(caller: Caller, query: str) -> list[str]:
+    """The BM25 candidates the caller may see, best first."""
+    result = caller.ok(caller.select(query, mode="bm25", debug=True, k=50))
+    return [c["name"] for c in result["candidates"]]
+
+
+class TestLearnedWords:
+    """A learned query's words join its tool's BM25 document, and leave with the query."""
+
+    def test_bm25_finds_a_tool_by_the_words_it_was_called_for(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        assert lexical(support_agent, ASKED) == []  # no description has these words
+        report(support_agent, TAUGHT, "refund_policy")
+        assert lexical(support_agent, ASKED) == []  # the worker's, like the vector
+        embed_pending(database, support_agent.tenant_id)
+        assert lexical(support_agent, ASKED) == ["refund_policy"]
+        postings = owner_conn.execute(
+            "SELECT p.term, p.tf FROM tool_terms p JOIN tools t"
+            " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
+            " WHERE p.tenant_id = %s AND t.name = 'refund_policy'"
+            " AND p.term IN ('zorp', 'blinket', 'gleeb')",
+            (support_agent.tenant_id,),
+        ).fetchall()
+        assert sorted(postings) == [(term, LEARNED_WEIGHT) for term in ("blinket", "gleeb", "zorp")]
+        assert_index_is_a_recount(admin, database, owner_conn)
+
+    def test_a_tool_written_again_keeps_them(
+        self,
+        admin: Caller,
+        catalog: dict[str, str],
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        report(support_agent, TAUGHT, "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        path = f"/admin/v1/tools/{catalog['refund_policy']}"
+        admin.ok(admin.patch(path, {"description": "Explain when an order can be refunded."}))
+        assert lexical(support_agent, ASKED) == ["refund_policy"]
+        assert_index_is_a_recount(admin, database, owner_conn)
+
+    def test_a_forgotten_query_takes_its_words_along(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        # issue_refund is guarded (billing): its words leave its bucket's statistics too.
+        report(support_agent, TAUGHT, "issue_refund")
+        report(support_agent, "zorp it again", "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        assert lexical(support_agent, ASKED) == ["issue_refund", "refund_policy"]
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"log_retention_days": 10}}))
+        owner_conn.execute(
+            "UPDATE learned_queries SET last_called_at = now() - interval '11 days'"
+            " WHERE tenant_id = %s AND query = %s",
+            (support_agent.tenant_id, TAUGHT),
+        )
+        with database.unit_of_work(None) as session:
+            result = analytics.maintain_partitions(
+                session, months_ahead=1, default_retention_days=100_000
+            )
+        assert result.forgotten == 1
+        embed_pending(database, support_agent.tenant_id)  # the `learn` job the upkeep queued
+        assert lexical(support_agent, ASKED) == ["refund_policy"]  # by "zorp" alone
+        gone = owner_conn.execute(
+            "SELECT count(*) FROM term_stats WHERE tenant_id = %s AND term IN ('blinket', 'gleeb')",
+            (support_agent.tenant_id,),
+        ).fetchone()
+        assert gone == (0,)
+        assert_index_is_a_recount(admin, database, owner_conn)
+
+    def test_a_forbidden_tool_is_not_found_by_its_learned_words(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        report(support_agent, TAUGHT, "issue_refund")  # billing may
+        embed_pending(database, support_agent.tenant_id)
+        assert lexical(support_agent, ASKED) == ["issue_refund"]
+        support_only = agent_key(admin, ["support"], name="support-only")
+        assert lexical(support_only, ASKED) == []
+        assert "issue_refund" not in support_only.names(ASKED, k=50)

@@ -86,7 +86,7 @@ def test_incremental_index_equals_a_recount(
     for permission in PERMISSIONS:
         admin.ok(admin.post("/admin/v1/permissions", {"name": permission}), 201)
     _write_randomly(admin, random.Random(seed), steps=40)
-    _assert_index_is_a_recount(admin, database, owner_conn)
+    assert_index_is_a_recount(admin, database, owner_conn)
 
 
 def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_drift(
@@ -110,7 +110,7 @@ def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_drift(
     with ThreadPoolExecutor(4) as pool:
         for done in [pool.submit(writer, index) for index in range(4)]:
             done.result()  # re-raises a deadlock
-    _assert_index_is_a_recount(admin, database, owner_conn)
+    assert_index_is_a_recount(admin, database, owner_conn)
 
 
 def test_concurrent_writes_of_the_same_tools_serialize(
@@ -139,10 +139,10 @@ def test_concurrent_writes_of_the_same_tools_serialize(
     ).fetchone()
     assert versions is not None
     assert versions[0] == updates
-    _assert_index_is_a_recount(admin, database, owner_conn)
+    assert_index_is_a_recount(admin, database, owner_conn)
 
 
-def _assert_index_is_a_recount(
+def assert_index_is_a_recount(
     admin: Caller, database: Database, owner_conn: psycopg.Connection[Any]
 ) -> None:
     tenant = admin.tenant_id

@@ -1,10 +1,12 @@
-"""Learning from usage: the queries a tool was called for become more vectors of the tool.
+"""Learning from usage: the queries a tool was called for become more vectors of the tool,
+and more words of its BM25 document.
 
 A reported call (`POST /v1/tool-calls`) of a live tool the caller may use stores its
 selection's query once per tool and query, with an outbox job of kind `learn` in the same
-transaction; the embed task computes the query's vector under the model it runs; the select
-ranks a tool by the nearest of its own vector and these (`toolsift_select`, `near`). Users'
-words for a tool thus reach it even where its description never says them.
+transaction; the embed task computes the query's vector under the model it runs and indexes
+the tool's words again; the select ranks a tool by the nearest of its own vector and these
+(`toolsift_select`, `near`), and BM25 counts their words (`lexical.analysis.LEARNED_WEIGHT`).
+Users' words for a tool thus reach it even where its description never says them.
 """
 
 from __future__ import annotations
@@ -124,6 +126,20 @@ _TRIM = text(
        AND q.query_hash = old.query_hash AND old.n > :kept
     """
 ).bindparams(bindparam("tools", type_=_UUIDS))
+
+
+_LEARNERS = text(
+    "SELECT DISTINCT o.tool_id FROM outbox o"
+    " WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs) AND o.kind = :kind"
+).bindparams(bindparam("jobs", type_=_UUIDS))
+
+
+def learners(session: Session, tenant_id: UUID, jobs: Sequence[UUID]) -> list[UUID]:
+    """The tools of the `learn` jobs among `jobs`: their learned queries changed (learned,
+    trimmed or forgotten), so their BM25 words must follow (`lexical.index.relearn`)."""
+    return list(
+        session.scalars(_LEARNERS, {"tenant_id": tenant_id, "jobs": list(jobs), "kind": LEARN})
+    )
 
 
 def pending(session: Session, tenant_id: UUID, jobs: Sequence[UUID], model: str) -> list[Row[Any]]:

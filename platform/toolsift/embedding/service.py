@@ -25,6 +25,7 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.orm import Session
 
 from ..db import ALL_PERMISSIONS, Database
+from ..lexical import index as lexical_index
 from ..lexical.analysis import split_identifier
 from ..models import Tool
 from ..security import audit
@@ -423,6 +424,9 @@ def embed_jobs(
         if stored_ids := [r.id for r in todo] + [r.id for r, _ in carried]:
             session.execute(_SETTLED, {"tenant_id": tenant_id, "model": model, "ids": stored_ids})
         learned = learning.store(session, tenant_id, model, learned_rows, learned_vectors)
+        # Their words too, whatever changed them (a query learned, trimmed or forgotten):
+        # BM25 finds a tool by what it was called for (`lexical_index.analyse`).
+        lexical_index.relearn(session, tenant_id, learning.learners(session, tenant_id, jobs))
         session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
         session.execute(_ABANDONED, {"tenant_id": tenant_id, "model": model})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():

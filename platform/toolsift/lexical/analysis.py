@@ -25,6 +25,14 @@ class FieldWeights:
 
 DEFAULT_WEIGHTS = FieldWeights()
 
+#: The weight of each word of a tool's learned queries (`embedding.learning`), beside its
+#: fields': the words users asked for the tool with reach its BM25 document, a sixteenth as
+#: heavy as a description's, so that up to `KEPT_PER_TOOL` queries add to what the tool says
+#: of itself and never drown it. Chosen on the tune halves (docs/quality.md, "Learned words");
+#: a power of two, like every field weight, so a term's weighted count is the same float
+#: whatever order PostgreSQL sums its parts in.
+LEARNED_WEIGHT = 0.0625
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_.\-/:]+")
 

@@ -11,22 +11,36 @@ moves no score the caller can see.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 from uuid import UUID
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from ..models import Tool
+from ..security.audit import lock_chain
 from ..tools.definitions import TokenCosts
-from .analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, tool_fields
+from .analysis import (
+    DEFAULT_WEIGHTS,
+    LEARNED_WEIGHT,
+    TEXT_SEARCH_CONFIG,
+    FieldWeights,
+    tool_fields,
+)
 
+# The fields given, and the tools' learned queries as read here (a new tool has none).
 _ANALYSE = text(
     """
     SELECT f.tool_id, l.lexeme, sum(f.weight * cardinality(l.positions))
-    FROM unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]), CAST(:bodies AS text[]))
-         AS f(tool_id, weight, body),
+    FROM (SELECT *
+            FROM unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]),
+                        CAST(:bodies AS text[])) AS g(tool_id, weight, body)
+          UNION ALL
+          SELECT q.tool_id, CAST(:learned_weight AS float8), q.query
+            FROM learned_queries q
+           WHERE q.tenant_id = :tenant_id AND q.tool_id = ANY(CAST(:learners AS uuid[]))
+         ) AS f(tool_id, weight, body),
          unnest(to_tsvector(CAST(:config AS regconfig), f.body)) AS l
     GROUP BY f.tool_id, l.lexeme
     """
@@ -215,11 +229,15 @@ def reindex(
 def analyse(
     session: Session, tools: Sequence[Tool], weights: FieldWeights = DEFAULT_WEIGHTS
 ) -> Postings:
-    """Each tool's terms, and its `doc_length` set from them.
+    """Each tool's terms, its fields' and its learned queries', and its `doc_length` set
+    from them.
 
     Called before the tools are flushed, and without flushing them, so that a tool's row is
     written once with its length: a second UPDATE would also be a second audit entry.
     """
+    tenants = {tool.tenant_id for tool in tools}
+    if len(tenants) > 1:
+        raise ValueError("tools of one tenant at a time")
     ids: list[UUID] = []
     field_weights: list[float] = []
     bodies: list[str] = []
@@ -236,7 +254,7 @@ def analyse(
             field_weights.append(weight)
             bodies.append(body)
     postings: Postings = defaultdict(dict)
-    if ids:
+    if tools:
         with session.no_autoflush:
             result = session.execute(
                 _ANALYSE,
@@ -245,6 +263,9 @@ def analyse(
                     "weights": field_weights,
                     "bodies": bodies,
                     "config": TEXT_SEARCH_CONFIG,
+                    "tenant_id": next(iter(tenants)),
+                    "learners": [t.id for t in tools],
+                    "learned_weight": LEARNED_WEIGHT,
                 },
             )
         for tool_id, term, tf in result:
@@ -252,3 +273,27 @@ def analyse(
     for tool in tools:
         tool.doc_length = sum(postings.get(tool.id, {}).values())
     return postings
+
+
+def relearn(session: Session, tenant_id: UUID, tool_ids: Iterable[UUID]) -> None:
+    """Index again the live tools whose learned queries changed: their words follow them.
+
+    Takes the tenant's tool-writer lock first, as a tool write does, so the statistics move
+    from the last committed write and no write of these tools runs in between.
+    """
+    ids = sorted(set(tool_ids))
+    if not ids:
+        return
+    lock_chain(session, tenant_id)
+    tools = list(
+        session.scalars(
+            select(Tool)
+            .where(Tool.tenant_id == tenant_id, Tool.id.in_(ids), Tool.deleted_at.is_(None))
+            .order_by(Tool.position)
+            .execution_options(populate_existing=True)
+        )
+    )
+    previous = {tool.id: Previous.of(tool) for tool in tools}
+    postings = analyse(session, tools)
+    session.flush()
+    reindex(session, tenant_id, indexed=tools, postings=postings, previous=previous)

@@ -12,6 +12,7 @@ DECLARE
     n bigint;
     part record;
     permissions text := current_setting('app.permissions', true);
+    caller_tenant text := current_setting('app.tenant_id', true);
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 1 OR months_ahead > 24 THEN
         RAISE EXCEPTION 'months_ahead must be between 1 and 24' USING ERRCODE = '22023';
@@ -50,10 +51,22 @@ BEGIN
         -- again within the retention is forgotten with its logs. Guarded tools' too: '*'
         -- passes the RESTRICTIVE tool_permission policy, for this statement only (a SET
         -- clause on the function would need a superuser to create it).
+        -- Its words leave its tool's BM25 document too: a `learn` job has the worker index
+        -- the tool again, queued as the tenant's own (tenant_isolation on the outbox).
         PERFORM set_config('app.permissions', '*', true);
-        DELETE FROM learned_queries
-        WHERE tenant_id = tenant.id AND last_called_at < now() - make_interval(days => tenant.days);
-        GET DIAGNOSTICS n = ROW_COUNT;
+        PERFORM set_config('app.tenant_id', tenant.id::text, true);
+        WITH gone AS (
+            DELETE FROM learned_queries
+            WHERE tenant_id = tenant.id
+              AND last_called_at < now() - make_interval(days => tenant.days)
+            RETURNING tool_id
+        ), relearn AS (
+            INSERT INTO outbox (tenant_id, id, kind, tool_id, attempts)
+            SELECT tenant.id, gen_random_uuid(), 'learn', g.tool_id, 0
+            FROM (SELECT DISTINCT tool_id FROM gone) g
+        )
+        SELECT count(*) INTO n FROM gone;
+        PERFORM set_config('app.tenant_id', coalesce(caller_tenant, ''), true);
         PERFORM set_config('app.permissions', coalesce(permissions, ''), true);
         forgotten := forgotten + n;
     END LOOP;
