@@ -501,3 +501,51 @@ def test_0023_gives_every_analyst_login_a_statement_timeout(pg_server: str, work
                     conn.commit()
         finally:
             database.dispose()
+
+
+def test_0031_queues_a_learn_job_for_every_tool_that_learned(
+    pg_server: str, worker_id: str
+) -> None:
+    """Learned queries from before 0031 reach BM25 through the jobs it queues, per tenant."""
+    from toolsift.db import Database
+    from toolsift.embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding.service import embed_jobs
+    from toolsift.tools.schemas import ToolCreate
+
+    items = [
+        ToolCreate(name="refund", description="Refund an order."),
+        ToolCreate(name="track", description="Track a parcel."),
+    ]
+    with _scratch_database(pg_server, f"toolsift_learned_words_{worker_id}") as url:
+        tenants = [_write_tools(url, items), _write_tools(url, items)]
+        command.downgrade(alembic_config(url), "0030")
+        with _every_row(url) as conn:
+            conn.execute("DELETE FROM outbox")
+            # The first tenant learned two queries for one tool; the second, nothing.
+            conn.execute(
+                "INSERT INTO learned_queries (tenant_id, tool_id, query_hash, query, position)"
+                " SELECT t.tenant_id, t.id, sha256(convert_to(q, 'UTF8')), q, t.position"
+                " FROM tools t, unnest(%s::text[]) q WHERE t.tenant_id = %s AND t.name = 'refund'",
+                (["zorp my blinket", "zorp it"], tenants[0]),
+            )
+            conn.commit()
+        upgrade(url)
+        with _every_row(url) as conn:
+            jobs = conn.execute("SELECT tenant_id, kind, tool_id, id FROM outbox").fetchall()
+            refund = conn.execute(
+                "SELECT id FROM tools WHERE tenant_id = %s AND name = 'refund'", (tenants[0],)
+            ).fetchone()
+        assert refund is not None
+        assert [row[:3] for row in jobs] == [(tenants[0], "learn", refund[0])]
+
+        database = Database(url, pool_size=1)
+        try:
+            embed_jobs(database, get_backend(EmbeddingConfig()), tenants[0], [jobs[0][3]])
+        finally:
+            database.dispose()
+        with _every_row(url) as conn:
+            words = conn.execute(
+                "SELECT term, tf FROM tool_terms WHERE tool_id = %s AND term IN ('zorp', 'blinket')",
+                (refund[0],),
+            ).fetchall()
+        assert sorted(words) == [("blinket", 0.0625), ("zorp", 0.125)]

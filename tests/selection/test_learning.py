@@ -7,7 +7,9 @@ no Celery), and checks what a caller sees: where the tool ranks, and what the ro
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -22,11 +24,14 @@ from tests.fixtures.factories import (
 )
 from tests.tools.test_index_consistency import assert_index_is_a_recount
 from toolsift.analytics.service import analytics
-from toolsift.db import Database
+from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
+from toolsift.embedding.service import embed_jobs
 from toolsift.lexical.analysis import LEARNED_WEIGHT
 from toolsift.selection.dense import Fusion, fuse
+from toolsift.tools.schemas import ToolUpdate
+from toolsift.tools.service import tool as tool_service
 
 # Words no description has: before learning, nothing about them points at any one tool.
 TAUGHT = "zorp the blinket for gleeb"
@@ -463,3 +468,44 @@ class TestLearnedWords:
         support_only = agent_key(admin, ["support"], name="support-only")
         assert lexical(support_only, ASKED) == []
         assert "issue_refund" not in support_only.names(ASKED, k=50)
+
+
+def test_learning_beside_tool_writes_neither_deadlocks_nor_drifts(
+    admin: Caller,
+    catalog: dict[str, str],
+    support_agent: Caller,
+    database: Database,
+    owner_conn: OwnerConn,
+) -> None:
+    """The worker indexes learned words while admins move the same tools' permissions. Both
+    write learned queries and the statistics, so they must wait for each other in one order
+    (a deadlock aborts one of them) and leave the index a recount."""
+    tools = {"lookup_account": "crm.read", "order_status": "orders.read"}
+    for round_ in range(4):
+        for name in tools:
+            report(support_agent, f"zorp {name} {round_}", name)
+    jobs = [
+        row[0]
+        for row in owner_conn.execute(
+            "SELECT id FROM outbox WHERE tenant_id = %s AND kind = 'learn' ORDER BY id",
+            (support_agent.tenant_id,),
+        )
+    ]
+    backend = get_backend(EmbeddingConfig())
+
+    def learn() -> None:
+        for start in range(0, len(jobs), 2):
+            embed_jobs(database, backend, support_agent.tenant_id, jobs[start : start + 2])
+
+    def move_permissions() -> None:
+        for round_ in range(6):
+            for name, permission in tools.items():
+                change = ToolUpdate(required_permission=None if round_ % 2 == 0 else permission)
+                with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+                    tool_service.update(session, UUID(catalog[name]), change)
+
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(learn), pool.submit(move_permissions)]:
+            done.result()  # re-raises a deadlock
+    assert_index_is_a_recount(admin, database, owner_conn)
+    assert set(lexical(support_agent, "zorp")[:2]) == set(tools)

@@ -391,6 +391,13 @@ def embed_jobs(
     todo, digests = [todo[i] for i in kept], [digests[i] for i in kept]
     vectors = [v for v in computed if v is not None]
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        # Learned queries changed: their tools' words are indexed again below, under the
+        # tenant's tool-writer lock. A tool write takes that lock before it touches learned
+        # queries (a permission moved, a tool deleted), so it is taken here before any row
+        # is written, never while holding one: the two wait for each other, never deadlock.
+        learners = learning.learners(session, tenant_id, jobs)
+        if learners:
+            audit.lock_chain(session, tenant_id)
         stored = moved = 0
         done = _hold_refused(session, tenant_id, jobs, failed, model) if failed else jobs
         if carried:
@@ -426,7 +433,7 @@ def embed_jobs(
         learned = learning.store(session, tenant_id, model, learned_rows, learned_vectors)
         # Their words too, whatever changed them (a query learned, trimmed or forgotten):
         # BM25 finds a tool by what it was called for (`lexical_index.analyse`).
-        lexical_index.relearn(session, tenant_id, learning.learners(session, tenant_id, jobs))
+        lexical_index.relearn(session, tenant_id, learners)
         session.execute(_DONE, {"tenant_id": tenant_id, "jobs": done})
         session.execute(_ABANDONED, {"tenant_id": tenant_id, "model": model})
         if session.execute(_SWITCH, {"tenant_id": tenant_id, "model": model}).first():

@@ -279,7 +279,8 @@ def relearn(session: Session, tenant_id: UUID, tool_ids: Iterable[UUID]) -> None
     """Index again the live tools whose learned queries changed: their words follow them.
 
     Takes the tenant's tool-writer lock first, as a tool write does, so the statistics move
-    from the last committed write and no write of these tools runs in between.
+    from the last committed write and no write of these tools runs in between. A caller
+    that writes rows a tool write also writes must take that lock before them.
     """
     ids = sorted(set(tool_ids))
     if not ids:
