@@ -147,6 +147,25 @@ def _cpu_ms(pid: int) -> float:
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e6
 
 
+def select_call(
+    tenant: Tenant,
+    key_hash: str,
+    query: str,
+    vectors: dict[str, str] | None = None,
+    model: str | None = None,
+) -> dict[str, Any]:
+    """`_SELECT`'s parameters as the HTTP path passes them: bm25, or hybrid with `vectors`."""
+    return {
+        "tenant_id": tenant.tenant_id, "key_id": tenant.key_id, "key_hash": key_hash,
+        "roles": None, "selection_id": uuid.uuid4(), "query": query, "config": "english",
+        "k1": bm25.K1, "b": bm25.B, "fusion": Jsonb(dense.DEFAULTS), "pool": CANDIDATE_POOL,
+        "mode": "bm25" if vectors is None else "hybrid",
+        "vector": None if vectors is None else vectors[query],
+        "model": model, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
+        "debug": False, "elapsed_ms": 0.0,
+    }  # fmt: skip
+
+
 def _functions(
     url: str, tenant: Tenant, rounds: int, calls: int, vectors: dict[str, str] | None = None
 ) -> dict[str, list[float]]:
@@ -164,15 +183,7 @@ def _functions(
     per_select: dict[str, list[float]] = {side: [] for side in SIDES}
 
     def call(query: str) -> dict[str, Any]:
-        return {
-            "tenant_id": tenant.tenant_id, "key_id": tenant.key_id, "key_hash": key_hash,
-            "roles": None, "selection_id": uuid.uuid4(), "query": query, "config": "english",
-            "k1": bm25.K1, "b": bm25.B, "fusion": Jsonb(dense.DEFAULTS), "pool": CANDIDATE_POOL,
-            "mode": "bm25" if vectors is None else "hybrid",
-            "vector": None if vectors is None else vectors[query],
-            "model": model, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
-            "debug": False, "elapsed_ms": 0.0,
-        }  # fmt: skip
+        return select_call(tenant, key_hash, query, vectors, model)
 
     try:
         for conn, _ in links.values():

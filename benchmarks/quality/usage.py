@@ -5,8 +5,8 @@ relevant tool) and measures the other. This script models the same thing in seco
 learned query is the query text's vector under the tool called (at most 32 per tool, the
 last ones), dense ranks a tool by the nearest of its own vector and its learned ones, the
 usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`), and
-BM25 counts the learned queries' words in their tools' documents at a word weight
-(`lexical.analysis.LEARNED_WEIGHT`).
+BM25 counts each tool's learned queries' most frequent words in its document at a word
+weight (`lexical.analysis.LEARNED_WEIGHT`, `LEARNED_TERMS`).
 
 Weights are chosen on the tune half alone: its queries are split again by a second hash
 byte, one quarter learned and the other measured (`tuneQ`). `check` then learns the whole
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +30,7 @@ import numpy.typing as npt
 import tune
 
 from toolsift.embedding.learning import KEPT_PER_TOOL
-from toolsift.lexical.analysis import LEARNED_WEIGHT
+from toolsift.lexical.analysis import LEARNED_TERMS, LEARNED_WEIGHT
 from toolsift.selection import bm25, dense
 from toolsift_tooling.eval.dataset import NoQueries, load
 
@@ -51,16 +51,19 @@ def with_learned_words(
     terms: Sequence[dict[str, int]],
     kept: dict[int, Sequence[int]],
     weight: float,
+    cap: int = LEARNED_TERMS,
 ) -> list[dict[str, float]]:
-    """Each tool's term frequencies plus its learned queries' words at `weight`, as
-    `lexical.index.analyse` indexes them."""
+    """Each tool's term frequencies plus its learned queries' `cap` most frequent words at
+    `weight` (ties by lexeme), as `lexical.index.analyse` indexes them."""
     if weight <= 0:
         return list(tfs)
     learned = [dict(tf) for tf in tfs]
     for tool, queries in kept.items():
+        counts: Counter[str] = Counter()
         for q in queries:
-            for lexeme, count in terms[q].items():
-                learned[tool][lexeme] = learned[tool].get(lexeme, 0.0) + weight * count
+            counts.update(terms[q])
+        for lexeme, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:cap]:
+            learned[tool][lexeme] = learned[tool].get(lexeme, 0.0) + weight * count
     return learned
 
 

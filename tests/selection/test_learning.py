@@ -28,7 +28,7 @@ from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.embedding.service import embed_jobs
-from toolsift.lexical.analysis import LEARNED_WEIGHT
+from toolsift.lexical.analysis import LEARNED_TERMS, LEARNED_WEIGHT
 from toolsift.selection.dense import Fusion, fuse
 from toolsift.tools.schemas import ToolUpdate
 from toolsift.tools.service import tool as tool_service
@@ -410,6 +410,31 @@ class TestLearnedWords:
             (support_agent.tenant_id,),
         ).fetchall()
         assert sorted(postings) == [(term, LEARNED_WEIGHT) for term in ("blinket", "gleeb", "zorp")]
+        assert_index_is_a_recount(admin, database, owner_conn)
+
+    def test_only_a_tool_s_most_frequent_learned_words_count(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+    ) -> None:
+        rare = [f"qz{n}" for n in range(10, 30)]  # once each, more than the cap leaves room for
+        for query in ("zorp gleeb", "zorp gleeb blinket", "zorp " + " ".join(rare)):
+            report(support_agent, query, "refund_policy")
+        embed_pending(database, support_agent.tenant_id)
+        learned_terms = {
+            term
+            for (term,) in owner_conn.execute(
+                "SELECT p.term FROM tool_terms p JOIN tools t"
+                " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
+                " WHERE p.tenant_id = %s AND t.name = 'refund_policy'"
+                " AND (p.term IN ('zorp', 'gleeb', 'blinket') OR p.term LIKE 'qz%%')",
+                (support_agent.tenant_id,),
+            )
+        }
+        # zorp (3), gleeb (2), then the words met once in code point order: blinket, qz10, ...
+        assert learned_terms == {"zorp", "gleeb", "blinket", *rare[: LEARNED_TERMS - 3]}
         assert_index_is_a_recount(admin, database, owner_conn)
 
     def test_a_tool_written_again_keeps_them(

@@ -32,6 +32,10 @@ DEFAULT_WEIGHTS = FieldWeights()
 #: a power of two, like every field weight, so a term's weighted count is the same float
 #: whatever order PostgreSQL sums its parts in.
 LEARNED_WEIGHT = 0.0625
+#: At most this many words per tool come from its learned queries, the most frequent: a
+#: bound on the postings learning adds (every added posting is a row a query with that word
+#: scans), at a cost within half a point of no bound on each tune quarter; 12 cost more.
+LEARNED_TERMS = 16
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_.\-/:]+")

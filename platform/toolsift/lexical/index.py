@@ -23,26 +23,40 @@ from ..security.audit import lock_chain
 from ..tools.definitions import TokenCosts
 from .analysis import (
     DEFAULT_WEIGHTS,
+    LEARNED_TERMS,
     LEARNED_WEIGHT,
     TEXT_SEARCH_CONFIG,
     FieldWeights,
     tool_fields,
 )
 
-# The fields given, and the tools' learned queries as read here (a new tool has none).
+# The fields given, and the words of the tools' learned queries as read here (a new tool has
+# none): each tool's `learned_terms` most frequent, ties by lexeme (in code point order, as
+# the tuning loop sorts them).
 _ANALYSE = text(
     """
-    SELECT f.tool_id, l.lexeme, sum(f.weight * cardinality(l.positions))
-    FROM (SELECT *
-            FROM unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]),
-                        CAST(:bodies AS text[])) AS g(tool_id, weight, body)
-          UNION ALL
-          SELECT q.tool_id, CAST(:learned_weight AS float8), q.query
-            FROM learned_queries q
-           WHERE q.tenant_id = :tenant_id AND q.tool_id = ANY(CAST(:learners AS uuid[]))
-         ) AS f(tool_id, weight, body),
-         unnest(to_tsvector(CAST(:config AS regconfig), f.body)) AS l
-    GROUP BY f.tool_id, l.lexeme
+    WITH fields AS (
+        SELECT f.tool_id, l.lexeme, sum(f.weight * cardinality(l.positions)) AS tf
+        FROM unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]),
+                    CAST(:bodies AS text[])) AS f(tool_id, weight, body),
+             unnest(to_tsvector(CAST(:config AS regconfig), f.body)) AS l
+        GROUP BY f.tool_id, l.lexeme
+    ),
+    learned AS (
+        SELECT c.tool_id, c.lexeme, c.n
+        FROM (SELECT q.tool_id, l.lexeme, sum(cardinality(l.positions)) AS n,
+                     row_number() OVER (PARTITION BY q.tool_id
+                                        ORDER BY sum(cardinality(l.positions)) DESC,
+                                                 l.lexeme COLLATE "C") AS r
+              FROM learned_queries q,
+                   unnest(to_tsvector(CAST(:config AS regconfig), q.query)) AS l
+              WHERE q.tenant_id = :tenant_id AND q.tool_id = ANY(CAST(:learners AS uuid[]))
+              GROUP BY q.tool_id, l.lexeme) c
+        WHERE c.r <= :learned_terms
+    )
+    SELECT coalesce(f.tool_id, l.tool_id), coalesce(f.lexeme, l.lexeme),
+           coalesce(f.tf, 0) + coalesce(CAST(:learned_weight AS float8) * l.n, 0)
+    FROM fields f FULL JOIN learned l ON l.tool_id = f.tool_id AND l.lexeme = f.lexeme
     """
 )
 _REMOVE = text(
@@ -266,6 +280,7 @@ def analyse(
                     "tenant_id": next(iter(tenants)),
                     "learners": [t.id for t in tools],
                     "learned_weight": LEARNED_WEIGHT,
+                    "learned_terms": LEARNED_TERMS,
                 },
             )
         for tool_id, term, tf in result:
