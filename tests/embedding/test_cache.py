@@ -43,6 +43,13 @@ def test_hits_skip_the_backend_and_misses_are_batched() -> None:
     assert (cache.model, cache.dimension) == ("m1", 2)
 
 
+def test_a_bare_string_is_refused_before_the_backend() -> None:
+    inner = Counting()
+    with pytest.raises(TypeError, match="not one str"):
+        CachedBackend(inner, maxsize=10).embed("abc")
+    assert inner.calls == []
+
+
 def test_least_recently_used_is_evicted() -> None:
     inner = Counting()
     cache = CachedBackend(inner, maxsize=2)

@@ -111,6 +111,13 @@ def test_empty_input_sends_nothing() -> None:
     assert handler.requests == []
 
 
+def test_a_bare_string_is_refused_before_any_request() -> None:
+    handler = Recorder(_ok)
+    with pytest.raises(TypeError, match="not one str"):
+        _backend(handler).embed("refund an order")
+    assert handler.requests == []
+
+
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
 def test_retries_overload_with_exponential_backoff(status: int) -> None:
     handler = Recorder(httpx.Response(status), httpx.Response(status), _ok)

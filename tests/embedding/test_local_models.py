@@ -133,6 +133,11 @@ class TestEnsemble:
         assert vectors.shape == (len(self.TEXTS), 768) == (len(self.TEXTS), ensemble.dimension)
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
+    def test_empty_input_and_bare_string(self, ensemble: local.LocalBackend) -> None:
+        assert ensemble.embed([]) == []
+        with pytest.raises(TypeError, match="not one str"):
+            ensemble.embed("not a list")
+
     def test_it_needs_two_members(self) -> None:
         with pytest.raises(ValueError, match="at least two"):
             local.EnsembleBackend("alone", [onnx.OnnxBackend()])

@@ -84,6 +84,13 @@ class EmbeddingConfig:
 BACKENDS = ("onnx", "http")
 
 
+def refuse_one_str(texts: Sequence[str]) -> None:
+    """Every backend's first check: a str is a sequence of one-letter texts to the type
+    checker, and embedding each letter of a query is never what was meant."""
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of texts, not one str")
+
+
 def vector_literal(vector: Sequence[float]) -> str:
     """pgvector's text form, every float in its shortest exact repr: stored tool vectors and
     query vectors go through this one function, so both reach the database bit for bit."""

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import models
-from .base import EmbeddingError
+from .base import EmbeddingError, refuse_one_str
 from .onnx import l2_normalise, run, runtime
 
 MODEL = models.BGE_SMALL
@@ -75,8 +75,7 @@ class BgeBackend:
         self.embed(["warm up"])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one str")
+        refuse_one_str(texts)
         if not texts:
             return []
         loaded = runtime(

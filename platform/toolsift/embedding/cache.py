@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .base import EmbeddingBackend
+from .base import EmbeddingBackend, refuse_one_str
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,7 @@ class CachedBackend:
         self.rests_until = 0.0
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one str")
+        refuse_one_str(texts)
         model = self.model
         found: dict[str, tuple[float, ...]] = {}
         with self._lock:

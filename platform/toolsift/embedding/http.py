@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from .base import EmbeddingError, EmbeddingUnavailable
+from .base import EmbeddingError, EmbeddingUnavailable, refuse_one_str
 
 _MAX_RETRY_AFTER = 30.0
 
@@ -86,8 +86,7 @@ class HttpBackend:
             self._client.close()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one str")
+        refuse_one_str(texts)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             vectors.extend(self._embed_batch(list(texts[start : start + self.batch_size])))

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from . import bge, models, onnx
-from .base import EmbeddingSettings
+from .base import EmbeddingSettings, refuse_one_str
 
 ENSEMBLE_MODEL = models.ENSEMBLE
 DEFAULT_MODEL = models.DEFAULT
@@ -69,8 +69,7 @@ class EnsembleBackend:
             member.warm_up()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one str")
+        refuse_one_str(texts)
         if not texts:
             return []
         parts = [np.asarray(m.embed(texts), dtype=np.float32) for m in self.members]

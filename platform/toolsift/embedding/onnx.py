@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import models
-from .base import EmbeddingError, EmbeddingSettings
+from .base import EmbeddingError, EmbeddingSettings, refuse_one_str
 from .quantized import file_sha256
 
 if TYPE_CHECKING:
@@ -237,8 +237,7 @@ class OnnxBackend:
         self.embed(["warm up"])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one str")
+        refuse_one_str(texts)
         if not texts:
             return []
         loaded = runtime(self.model_path, self.threads)
