@@ -152,9 +152,43 @@ def _upsert(database: Database, tenant_id: UUID, tools: Sequence[ToolFact], seed
         tool_service.upsert(session, tenant_id, items)
 
 
+def _learn(
+    database: Database, tenant_id: UUID, tools: Sequence[ToolFact], rng: random.Random
+) -> None:
+    """A learned query for most tools, as a reported call leaves it (a row and a `learn`
+    job), in words that include the tool's own marker: the worker makes them the tool's
+    vectors and BM25 words, which must stay behind its permission like the tool."""
+    storable = [h for h in HOSTILE if "\x00" not in h]  # as the select's log scrubs them
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        for tool in tools:
+            if rng.random() < 0.2:
+                continue
+            words = [*rng.sample(WORDS, 3), tool.marker, rng.choice(storable)]
+            query = " ".join(rng.sample(words, len(words)))
+            session.execute(
+                text(
+                    "INSERT INTO learned_queries"
+                    " (tenant_id, tool_id, query_hash, query, required_permission_id, position)"
+                    " SELECT t.tenant_id, t.id, sha256(convert_to(:q, 'UTF8')), :q,"
+                    " t.required_permission_id, t.position FROM tools t"
+                    " WHERE t.tenant_id = :t AND t.name = :name"
+                ),
+                {"t": tenant_id, "q": query, "name": tool.name},
+            )
+            session.execute(
+                text(
+                    "INSERT INTO outbox (tenant_id, id, kind, tool_id, attempts)"
+                    " SELECT :t, gen_random_uuid(), 'learn', id, 0 FROM tools"
+                    " WHERE tenant_id = :t AND name = :name"
+                ),
+                {"t": tenant_id, "name": tool.name},
+            )
+
+
 def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> TenantWorld:
-    """Permissions, roles with random grants, keys with random roles, a catalog with vectors,
-    then a few deletions and a few tools written after the embedding pass (no vector)."""
+    """Permissions, roles with random grants, keys with random roles, a catalog with vectors
+    and learned queries, then a few deletions and a few tools written after the embedding
+    pass (no vector)."""
     rng = random.Random(seed * 1000 + index)
     with database.unit_of_work(None) as session:
         tenant_id = tenant_service.create(
@@ -187,6 +221,7 @@ def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> Te
     ]
     first, late = catalog[:tools], [_replace(t, embedded=False) for t in catalog[tools:]]
     _upsert(database, tenant_id, first, seed=index)
+    _learn(database, tenant_id, first, rng)
     embed_pending(database, tenant_id)
     _upsert(database, tenant_id, late, seed=index + 100)
     doomed = {t.name for t in rng.sample(first, 3)}
