@@ -1,10 +1,10 @@
 """What indexing learned queries' words costs a BM25 select: one tenant, two states, interleaved.
 
-    .venv/bin/python benchmarks/learned_words.py [--learned 8] [--rounds 12] [--calls 100]
+    .venv/bin/python benchmarks/learned_words.py [--learned 8] [--rounds 10] [--calls 100]
 
 Loads the bench's synthetic tenants into a private embedded PostgreSQL at head (as
-select_function_ab.py does: 98 small ones, one of 1,000 tools, one of 10,000), gives each
-tool of the 1,000-tool tenant `--learned` learned queries (the bench's queries in turn; no
+select_function_ab.py does: 98 small ones, one of 1,000 tools, one of 10,000, sizes the
+options change), gives each tool of the 1,000-tool tenant `--learned` learned queries (the bench's queries in turn; no
 vectors, BM25 needs none), then alternates two states of the same rows:
 
 - **words**: the learned queries' words indexed, by `lexical.index.relearn` as the worker
@@ -120,11 +120,15 @@ def _rounds(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--learned", type=int, default=8, help="learned queries per tool")
-    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=100, help="selects per state and round")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--small-tenants", type=int, default=98)
+    parser.add_argument("--big", type=int, default=1000, help="tools of the measured tenant")
+    parser.add_argument("--huge", type=int, default=10000)
     args = parser.parse_args()
-    catalogs = generate(Sizes(small_tenants=98, big=1000, huge=10000), seed=args.seed)
+    sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
+    catalogs = generate(sizes, seed=args.seed)
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="learned-words-")))
         _, url = start_database(work / "pg", stack)
