@@ -90,13 +90,11 @@ _PENDING = text(
     """
     SELECT q.tool_id, q.query_hash, q.query
       FROM learned_queries q
-     WHERE q.tenant_id = :tenant_id
-       AND q.tool_id IN (SELECT o.tool_id FROM outbox o
-                          WHERE o.tenant_id = :tenant_id AND o.id = ANY(:jobs) AND o.kind = :kind)
+     WHERE q.tenant_id = :tenant_id AND q.tool_id = ANY(:tools)
        AND (q.embedding IS NULL OR q.model IS DISTINCT FROM :model)
      ORDER BY q.position, q.query_hash
     """
-).bindparams(bindparam("jobs", type_=_UUIDS))
+).bindparams(bindparam("tools", type_=_UUIDS))
 # Only over the row as it was read: a query counted again meanwhile keeps its count.
 _STORE = text(
     """
@@ -142,11 +140,14 @@ def learners(session: Session, tenant_id: UUID, jobs: Sequence[UUID]) -> list[UU
     )
 
 
-def pending(session: Session, tenant_id: UUID, jobs: Sequence[UUID], model: str) -> list[Row[Any]]:
-    """The learned queries the `learn` jobs among `jobs` need a vector of `model` for."""
+def pending(
+    session: Session, tenant_id: UUID, learners: Sequence[UUID], model: str
+) -> list[Row[Any]]:
+    """The learned queries of `learners` (the tools of `learn` jobs) that need a vector of
+    `model`."""
     return list(
         session.execute(
-            _PENDING, {"tenant_id": tenant_id, "jobs": list(jobs), "kind": LEARN, "model": model}
+            _PENDING, {"tenant_id": tenant_id, "tools": list(learners), "model": model}
         ).all()
     )
 

@@ -363,7 +363,9 @@ def embed_jobs(
                 "learn": learning.LEARN,
             },
         ).all()
-        learned_rows = learning.pending(session, tenant_id, jobs, model)
+        # The tools whose learned queries changed: their vectors and words are redone.
+        learners = learning.learners(session, tenant_id, jobs)
+        learned_rows = learning.pending(session, tenant_id, learners, model)
     # Each tool whose vector is not current either keeps it (same text: carried) or has it
     # computed; a forced job always computes.
     carried: list[tuple[Any, bytes]] = []
@@ -391,11 +393,10 @@ def embed_jobs(
     todo, digests = [todo[i] for i in kept], [digests[i] for i in kept]
     vectors = [v for v in computed if v is not None]
     with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
-        # Learned queries changed: their tools' words are indexed again below, under the
-        # tenant's tool-writer lock. A tool write takes that lock before it touches learned
-        # queries (a permission moved, a tool deleted), so it is taken here before any row
-        # is written, never while holding one: the two wait for each other, never deadlock.
-        learners = learning.learners(session, tenant_id, jobs)
+        # The learners' words are indexed again below, under the tenant's tool-writer lock.
+        # A tool write takes that lock before it touches learned queries (a permission
+        # moved, a tool deleted), so it is taken here before any row is written, never while
+        # holding one: the two wait for each other, never deadlock.
         if learners:
             audit.lock_chain(session, tenant_id)
         stored = moved = 0
