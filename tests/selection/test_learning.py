@@ -61,6 +61,24 @@ def learned(owner_conn: OwnerConn, caller: Caller) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
+def outlive_the_retention(
+    admin: Caller, database: Database, owner_conn: OwnerConn, queries: list[str]
+) -> int:
+    """The tenant keeps 10 days, `queries` were last called 11 days ago, and the upkeep runs;
+    how many learned queries it forgot."""
+    admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"log_retention_days": 10}}))
+    owner_conn.execute(
+        "UPDATE learned_queries SET last_called_at = now() - interval '11 days'"
+        " WHERE tenant_id = %s AND query = ANY(%s)",
+        (admin.tenant_id, queries),
+    )
+    with database.unit_of_work(None) as session:
+        result = analytics.maintain_partitions(
+            session, months_ahead=1, default_retention_days=100_000
+        )
+    return result.forgotten
+
+
 def last_ranked(caller: Caller, database: Database) -> str:
     """The tool dense puts last for `ASKED` today: the hardest one to teach."""
     embed_pending(database, caller.tenant_id)
@@ -179,17 +197,8 @@ class TestWhatIsLearnedStaysBehindPermissions:
         report(support_agent, TAUGHT, "issue_refund")
         report(support_agent, "where is my parcel", "refund_policy")
         report(support_agent, ASKED, "refund_policy")
-        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"log_retention_days": 10}}))
-        owner_conn.execute(
-            "UPDATE learned_queries SET last_called_at = now() - interval '11 days'"
-            " WHERE tenant_id = %s AND query <> %s",
-            (support_agent.tenant_id, ASKED),
-        )
-        with database.unit_of_work(None) as session:
-            result = analytics.maintain_partitions(
-                session, months_ahead=1, default_retention_days=100_000
-            )
-        assert result.forgotten == 2
+        stale = [TAUGHT, "where is my parcel"]
+        assert outlive_the_retention(admin, database, owner_conn, stale) == 2
         assert [row[:2] for row in learned(owner_conn, support_agent)] == [("refund_policy", ASKED)]
 
     def test_a_deleted_tool_forgets_what_it_learned(
@@ -464,17 +473,7 @@ class TestLearnedWords:
         report(support_agent, "zorp it again", "refund_policy")
         embed_pending(database, support_agent.tenant_id)
         assert lexical(support_agent, ASKED) == ["issue_refund", "refund_policy"]
-        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"log_retention_days": 10}}))
-        owner_conn.execute(
-            "UPDATE learned_queries SET last_called_at = now() - interval '11 days'"
-            " WHERE tenant_id = %s AND query = %s",
-            (support_agent.tenant_id, TAUGHT),
-        )
-        with database.unit_of_work(None) as session:
-            result = analytics.maintain_partitions(
-                session, months_ahead=1, default_retention_days=100_000
-            )
-        assert result.forgotten == 1
+        assert outlive_the_retention(admin, database, owner_conn, [TAUGHT]) == 1
         embed_pending(database, support_agent.tenant_id)  # the `learn` job the upkeep queued
         assert lexical(support_agent, ASKED) == ["refund_policy"]  # by "zorp" alone
         gone = owner_conn.execute(
