@@ -25,21 +25,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import tempfile
-from pathlib import Path
-from typing import Any
 
 import psycopg
-from select_function_ab import PEPPER, Conn, _connect, _cpu_ms, select_call
+from select_function_ab import PEPPER, _connect, _cpu_ms, loaded, select_call
 from sqlalchemy import text
 
 from toolsift.auth import keys
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.lexical.index import relearn
 from toolsift.selection.service import _SELECT
-from toolsift_tooling.bench.load import Tenant, analyze, load_all
-from toolsift_tooling.bench.stack import start_database
-from toolsift_tooling.bench.synthetic import Sizes, generate
+from toolsift_tooling.bench.load import Tenant
+from toolsift_tooling.bench.synthetic import Sizes
 
 STATES = ("none", "words")
 
@@ -91,25 +87,21 @@ def _rounds(
     """CPU ms per select in each state, one figure per round, and each state's postings."""
     key_hash = keys.hash_key(tenant.agent_key, PEPPER)
     queries = [q.text for q in tenant.catalog.queries]
-    conn: Conn
     conn, pid = _connect(url, "current")
     per_select: dict[str, list[float]] = {state: [] for state in STATES}
     postings: dict[str, int] = {}
     offset = 0
-
-    def call(query: str) -> dict[str, Any]:
-        return select_call(tenant, key_hash, query)
-
     try:
         for n in range(rounds):
             # Alternate which state goes first: a round can warm the cache for the next.
             for state in STATES if n % 2 == 0 else STATES[::-1]:
                 postings[state] = _switch(database, url, tenant, state)
                 for query in queries[:20]:  # the plan cache settles after five calls
-                    conn.execute(_SELECT, call(query))
+                    conn.execute(_SELECT, select_call(tenant, key_hash, query))
                 started = _cpu_ms(pid)
                 for i in range(calls):
-                    conn.execute(_SELECT, call(queries[(offset + i) % len(queries)]))
+                    query = queries[(offset + i) % len(queries)]
+                    conn.execute(_SELECT, select_call(tenant, key_hash, query))
                 per_select[state].append((_cpu_ms(pid) - started) / calls)
             offset += calls
     finally:
@@ -128,14 +120,8 @@ def main() -> None:
     parser.add_argument("--huge", type=int, default=10000)
     args = parser.parse_args()
     sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
-    catalogs = generate(sizes, seed=args.seed)
     with contextlib.ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="learned-words-")))
-        _, url = start_database(work / "pg", stack)
-        database = Database(url, pool_size=2)
-        stack.callback(database.dispose)
-        tenants, _ = load_all(database, catalogs, pepper=PEPPER)
-        analyze(url)
+        _, _, url, database, tenants = loaded(stack, sizes, args.seed, "learned-words-")
         plain = url.replace("postgresql+psycopg://", "postgresql://")
         tenant = next(t for t in tenants if t.catalog.name == "big")
         learned = _learn(plain, tenant, args.learned)

@@ -55,6 +55,7 @@ from psycopg.types.json import Jsonb
 
 from toolsift.auth import keys
 from toolsift.db import Database
+from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.selection import bm25, dense
 from toolsift.selection.service import _SELECT, CANDIDATE_POOL
@@ -325,6 +326,21 @@ def _hybrid(
     )
 
 
+def loaded(
+    stack: contextlib.ExitStack, sizes: Sizes, seed: int, prefix: str
+) -> tuple[Path, EmbeddedPostgres, str, Database, list[Tenant]]:
+    """A private embedded PostgreSQL at head in a temporary folder, with the bench's
+    synthetic tenants loaded and analysed, all undone by `stack`: (folder, server, URL,
+    database, tenants)."""
+    work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+    server, url = start_database(work / "pg", stack)
+    database = Database(url, pool_size=2)
+    stack.callback(database.dispose)
+    tenants, _ = load_all(database, generate(sizes, seed=seed), pepper=PEPPER)
+    analyze(url)
+    return work, server, url, database, tenants
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("baseline", nargs="?", help="the git ref whose select functions to compare")
@@ -357,14 +373,8 @@ def main() -> None:
     else:
         baseline = _baseline_sql(args.baseline)
     sizes = Sizes(small_tenants=args.small_tenants, big=args.big, huge=args.huge)
-    catalogs = generate(sizes, seed=args.seed)
     with contextlib.ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="select-ab-")))
-        server, url = start_database(work / "pg", stack)
-        database = Database(url, pool_size=2)
-        stack.callback(database.dispose)
-        tenants, _ = load_all(database, catalogs, pepper=PEPPER)
-        analyze(url)
+        work, server, url, database, tenants = loaded(stack, sizes, args.seed, "select-ab-")
         plain = url.replace("postgresql+psycopg://", "postgresql://")
         if baseline is not None:
             _install_baseline(plain, baseline)
