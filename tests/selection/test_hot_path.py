@@ -113,6 +113,9 @@ class TestScopeFunction:
             {**dense.DEFAULTS, "k": 0},
             {**dense.DEFAULTS, "bm25_floor": "high"},
             {**dense.DEFAULTS, "usage_weight": -1},
+            {**dense.DEFAULTS, "companion_weight": -1},
+            {**dense.DEFAULTS, "companion_leads": 0},
+            {**dense.DEFAULTS, "companion_support": 0.5},
         ],
     )
     def test_a_hybrid_select_without_every_fusion_default_in_range_is_refused(

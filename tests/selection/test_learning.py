@@ -6,15 +6,19 @@ no Celery), and checks what a caller sees: where the tool ranks, and what the ro
 
 from __future__ import annotations
 
+import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.analytics.seed import OwnerConn
 from tests.fixtures.factories import (
+    PEPPER,
     Caller,
     agent_key,
     embed_pending,
@@ -22,14 +26,16 @@ from tests.fixtures.factories import (
     support_catalog,
     tool_body,
 )
+from tests.selection.test_hot_path import _parts
 from tests.tools.test_index_consistency import assert_index_is_a_recount
 from toolsift.analytics.service import analytics
+from toolsift.auth import keys
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.embedding.base import EmbeddingConfig, get_backend
 from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.embedding.service import embed_jobs
 from toolsift.lexical.analysis import LEARNED_TERMS, LEARNED_WEIGHT
-from toolsift.selection.dense import Fusion, fuse
+from toolsift.selection.dense import DEFAULTS, Fusion, fuse, lift_companions
 from toolsift.tools.schemas import ToolUpdate
 from toolsift.tools.service import tool as tool_service
 
@@ -388,6 +394,149 @@ class TestTheUsageList:
 
         assert rank_of(heavy) == 1
         assert rank_of(without) > 1
+
+
+def scored(caller: Caller, query: str, **body: Any) -> dict[str, float]:
+    """Each hybrid candidate's score, best first."""
+    result = caller.ok(caller.select(query, k=50, debug=True, **body))
+    return {c["name"]: c["score"] for c in result["candidates"]}
+
+
+class TestToolsCalledTogether:
+    """A tool called for the same queries as a leading tool is lifted by it (hybrid)."""
+
+    # Users asking where their order is also have their account looked up, whatever the
+    # words; refund_policy was called for one query only, below `companion_support`.
+    TASKS = ("where is my order 1234", "track the parcel of order 88", "my parcel is late")
+    QUERIES = ("get the shipping status of an order", "where is my parcel", "refund")
+
+    @staticmethod
+    def _taught(caller: Caller, database: Database, *tools: str) -> None:
+        for task in TestToolsCalledTogether.TASKS:
+            for tool in tools:
+                report(caller, task, tool)
+        report(caller, "refund my order", "refund_policy")
+        report(caller, "refund my order", "order_status")
+        embed_pending(database, caller.tenant_id)
+
+    @pytest.mark.parametrize(
+        "fusion",
+        [
+            {},
+            {"companion_weight": 0},
+            {"companion_weight": 2.0, "companion_leads": 1, "k": 10},
+            {"companion_support": 5},
+        ],
+    )
+    def test_scores_are_the_python_model_s_floats(
+        self,
+        admin: Caller,
+        support_agent: Caller,
+        database: Database,
+        owner_conn: OwnerConn,
+        fusion: dict[str, float],
+    ) -> None:
+        self._taught(support_agent, database, "order_status", "lookup_account")
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion}}))
+        position = dict(
+            owner_conn.execute(
+                "SELECT name, position FROM tools WHERE tenant_id = %s", (admin.tenant_id,)
+            ).fetchall()
+        )
+        asked: dict[str, set[bytes]] = {}
+        for name, query_hash in owner_conn.execute(
+            "SELECT t.name, q.query_hash FROM learned_queries q"
+            " JOIN tools t ON t.tenant_id = q.tenant_id AND t.id = q.tool_id"
+            " WHERE q.tenant_id = %s",
+            (admin.tenant_id,),
+        ):
+            asked.setdefault(name, set()).add(query_hash)
+        moved = 0
+        for query in self.QUERIES:
+            words = support_agent.ok(support_agent.select(query, mode="bm25", k=50, debug=True))
+            served = support_agent.ok(support_agent.select(query, k=50, debug=True))
+            candidates = served["candidates"]
+            fused = fuse(
+                [c["name"] for c in words["candidates"]],
+                listed(candidates, "dense_rank"),
+                Fusion(**fusion),
+                bm25_top=words["candidates"][0]["score"] if words["candidates"] else 0.0,
+                bm25_coverage=served.get("bm25_coverage", 1.0),
+                usage_ids=listed(candidates, "usage_rank"),
+            )
+            expected = lift_companions(fused, position, asked, Fusion(**fusion))
+            # Floats compared with ==: the same operations in the same order.
+            assert {c["name"]: c["score"] for c in candidates} == expected, query
+            moved += sum(expected[name] != fused[name] for name in fused)
+        # Only the default and the heavier setting lift anything here.
+        lifts = Fusion(**fusion).companion_weight > 0 and Fusion(**fusion).companion_support <= 3
+        assert (moved > 0) is lifts
+
+    def test_a_heavier_lift_moves_a_companion_past_its_lead(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        # issue_refund is called with order_status for requests unlike the one asked: only
+        # the lift ties it to "where is my parcel".
+        for i in range(3):
+            for tool in ("order_status", "issue_refund"):
+                report(support_agent, f"{TAUGHT} {i}", tool)
+        embed_pending(database, support_agent.tenant_id)
+
+        def first(fusion: dict[str, float]) -> str:
+            admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion}}))
+            return next(iter(scored(support_agent, "where is my parcel")))
+
+        assert first({"companion_weight": 0}) == "order_status"
+        assert first({"companion_weight": 4.0}) == "issue_refund"
+        # Led by nothing it was called with, nothing is lifted.
+        assert first({"companion_weight": 4.0, "companion_support": 4}) == "order_status"
+
+    def test_a_forbidden_companion_changes_nothing_the_caller_sees(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        support_only = agent_key(admin, ["support"], name="support-only")
+        self._taught(support_agent, database, "order_status", "lookup_account")
+        before = {q: scored(support_only, q) for q in self.QUERIES}
+        # issue_refund (billing) is now called with order_status for every task.
+        for task in self.TASKS:
+            report(support_agent, task, "issue_refund")
+        embed_pending(database, support_agent.tenant_id)
+        assert {q: scored(support_only, q) for q in self.QUERIES} == before
+        assert all("issue_refund" not in names for names in before.values())
+        # A caller that may use it sees it lifted.
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"usage_weight": 0}}}))
+        with_lift = scored(support_agent, self.QUERIES[0])
+        admin.ok(
+            admin.patch(
+                "/admin/v1/tenant",
+                {"settings": {"fusion": {"usage_weight": 0, "companion_weight": 0}}},
+            )
+        )
+        assert with_lift["issue_refund"] > scored(support_agent, self.QUERIES[0])["issue_refund"]
+
+    def test_an_api_from_before_the_lift_is_served_without_it(
+        self, support_agent: Caller, database: Database, database_url: str
+    ) -> None:
+        """During a rolling deploy an older API passes no `companion_weight`: no lift."""
+        self._taught(support_agent, database, "order_status", "lookup_account")
+        tenant_id, key_id = _parts(support_agent)
+        key_hash = keys.hash_key(support_agent.key, PEPPER)
+        plain = database_url.replace("postgresql+psycopg://", "postgresql://")
+        companion = ("companion_weight", "companion_leads", "companion_support")
+        older = {k: v for k, v in DEFAULTS.items() if k not in companion}
+
+        def served(fusion: dict[str, Any]) -> dict[str, float]:
+            with psycopg.connect(plain) as conn:
+                (body,) = conn.execute(
+                    "SELECT toolsift_select(%s, %s, %s, NULL, gen_random_uuid(),"
+                    " 'get the shipping status of an order', 'english', 1.2, 0.75, %s, 100,"
+                    " 'hybrid', NULL, NULL, '{}', 5, 4000, 'anthropic', true, 0)",
+                    (tenant_id, key_id, key_hash, Jsonb(fusion)),
+                ).fetchone() or (None,)
+            return {c["name"]: c["score"] for c in json.loads(body)["candidates"]}
+
+        assert served(older) == served({**DEFAULTS, "companion_weight": 0})
+        assert served(older) != served(DEFAULTS)
 
 
 def lexical(caller: Caller, query: str) -> list[str]:

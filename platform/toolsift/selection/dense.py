@@ -9,8 +9,11 @@ may see, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
+
+T = TypeVar("T", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,13 @@ class Fusion:
     tool by the nearest of its own vector and its learned queries; the list of its own
     lets a tool learned for this kind of request outweigh BM25's words, which learn nothing
     (docs/quality.md, "The usage list"). A tenant without reported calls has an empty list.
+
+    Tools called together lift each other (hybrid): each of the fused first
+    `companion_leads` tools that was called for at least `companion_support` queries lifts
+    every other candidate called for some of the same queries, by `companion_weight` times
+    the share of its queries they share times its own score (`lift_companions`). A task
+    that needs `create_document` mostly needs `add_paragraph` too, whatever its words say;
+    no tool enters the candidates by this alone (docs/quality.md, "Tools called together").
     """
 
     k: float = 3.0
@@ -43,6 +53,9 @@ class Fusion:
     bm25_scale: float = 13.0
     bm25_floor: float = 0.45
     usage_weight: float = 0.25
+    companion_weight: float = 0.5
+    companion_leads: int = 3
+    companion_support: int = 2
 
 
 def settings(fusion: Fusion) -> dict[str, float]:
@@ -81,3 +94,33 @@ def fuse(
         for rank, tool_id in enumerate(ids, start=1):
             fused[tool_id] = fused.get(tool_id, 0.0) + weight / (fusion.k + rank)
     return fused
+
+
+def lift_companions(
+    fused: Mapping[T, float],
+    position: Mapping[T, int],
+    learned: Mapping[T, Collection[Hashable]],
+    fusion: Fusion,
+) -> dict[T, float]:
+    """The fused scores with tools called together lifted (see `Fusion`).
+
+    `position` is each candidate's registry position (ties), `learned` the queries each tool
+    was called for. Lifts add in the leads' order, as `toolsift_select` sums them.
+    """
+    leads = sorted(fused, key=lambda t: (-fused[t], position[t]))[: fusion.companion_leads]
+    lifted = dict(fused)
+    if fusion.companion_weight <= 0:
+        return lifted
+    lifts: dict[T, float] = {}
+    for lead in leads:
+        asked = set(learned.get(lead, ()))
+        if len(asked) < fusion.companion_support:
+            continue
+        for tool in fused:
+            together = len(asked.intersection(learned.get(tool, ()))) if tool != lead else 0
+            if together:
+                lift = fusion.companion_weight * together / len(asked) * fused[lead]
+                lifts[tool] = lifts[tool] + lift if tool in lifts else lift
+    for tool, lift in lifts.items():
+        lifted[tool] = fused[tool] + lift
+    return lifted

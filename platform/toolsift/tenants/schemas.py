@@ -58,6 +58,28 @@ class FusionSettings(Schema):
         " for), times dense's share; 0 turns the list off.",
         **_NUMBER,
     )
+    companion_weight: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e6,
+        description="How much a leading tool lifts the candidates called together with it"
+        " (share of its learned queries they share times its score); 0 turns it off.",
+        **_NUMBER,
+    )
+    companion_leads: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        strict=True,
+        description="How many of the first fused tools lift the tools called with them.",
+    )
+    companion_support: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        strict=True,
+        description="Learned queries a tool needs before it lifts others.",
+    )
 
 
 class TenantSettings(StoredSchema):

@@ -40,6 +40,9 @@ DECLARE
     f_scale float8;
     f_floor float8;
     f_usage float8;
+    f_companion float8;
+    f_leads float8;
+    f_support float8;
     missing integer;
     -- Tools the query's words matched (BM25's candidates); NULL where words are not scored.
     matched integer;
@@ -116,7 +119,20 @@ BEGIN
         f_usage := CASE WHEN p_fusion ? 'usage_weight'
                         THEN toolsift_setting(p_fusion, 'usage_weight', 0, true, 'Infinity', NULL)
                         ELSE 0 END;
-        IF num_nulls(f_k, f_bm25, f_dense, f_scale, f_floor, f_usage) > 0 THEN
+        -- Nor tools called together: no lift.
+        f_companion := CASE WHEN p_fusion ? 'companion_weight'
+                            THEN toolsift_setting(p_fusion, 'companion_weight', 0, true,
+                                                  'Infinity', NULL)
+                            ELSE 0 END;
+        f_leads := CASE WHEN p_fusion ? 'companion_leads'
+                        THEN toolsift_setting(p_fusion, 'companion_leads', 1, true, 100, NULL)
+                        ELSE 1 END;
+        f_support := CASE WHEN p_fusion ? 'companion_support'
+                          THEN toolsift_setting(p_fusion, 'companion_support', 1, true,
+                                                'Infinity', NULL)
+                          ELSE 1 END;
+        IF num_nulls(f_k, f_bm25, f_dense, f_scale, f_floor, f_usage, f_companion, f_leads,
+                     f_support) > 0 THEN
             RAISE EXCEPTION 'p_fusion lacks a fusion default, or one is out of range: %', p_fusion
                 USING ERRCODE = '22023';
         END IF;
@@ -126,6 +142,11 @@ BEGIN
         f_scale := toolsift_setting(fusion, 'bm25_scale', 0, false, 'Infinity', f_scale);
         f_floor := toolsift_setting(fusion, 'bm25_floor', 0, true, 1, f_floor);
         f_usage := toolsift_setting(fusion, 'usage_weight', 0, true, 'Infinity', f_usage);
+        f_companion := toolsift_setting(fusion, 'companion_weight', 0, true, 'Infinity',
+                                        f_companion);
+        f_leads := floor(toolsift_setting(fusion, 'companion_leads', 1, true, 100, f_leads));
+        f_support := toolsift_setting(fusion, 'companion_support', 1, true, 'Infinity',
+                                      f_support);
         -- Counted against the served model, under RLS: hidden tools are not counted.
         missing := toolsift_missing_embeddings(
             p_tenant, CASE WHEN p_model IS NULL THEN served
@@ -206,6 +227,46 @@ BEGIN
               FROM lex l FULL JOIN near n ON n.tool_id = l.tool_id
               FULL JOIN usage u ON u.tool_id = coalesce(l.tool_id, n.tool_id)
               CROSS JOIN weights w
+        ),
+        -- Tools called together (hybrid): each of the fused first `companion_leads` tools
+        -- called for at least `companion_support` queries lifts every other candidate called
+        -- for some of the same queries, by `companion_weight` times the share of its queries
+        -- they share times its own score (`dense.lift_companions`). Only candidates move.
+        lead AS (
+            SELECT f.tool_id, f.score,
+                   row_number() OVER (ORDER BY f.score DESC, f.position) AS o
+              FROM fused f
+             WHERE p_mode = 'hybrid' AND f_companion > 0
+             ORDER BY f.score DESC, f.position
+             LIMIT f_leads::integer
+        ),
+        asked AS (
+            SELECT l.tool_id, l.score, l.o, q.query_hash,
+                   count(*) OVER (PARTITION BY l.tool_id) AS n
+              FROM lead l
+              JOIN public.learned_queries q ON q.tenant_id = p_tenant AND q.tool_id = l.tool_id
+        ),
+        together AS (
+            SELECT q.tool_id, a.o, a.score, a.n, count(*) AS shared
+              FROM asked a
+              JOIN public.learned_queries q
+                ON q.tenant_id = p_tenant AND q.query_hash = a.query_hash
+               AND q.tool_id <> a.tool_id
+             WHERE a.n >= f_support
+             GROUP BY q.tool_id, a.o, a.score, a.n
+        ),
+        -- Summed in the leads' order, as `dense.lift_companions` adds them.
+        lift AS (
+            SELECT t.tool_id,
+                   sum(f_companion * t.shared::float8 / t.n::float8 * t.score ORDER BY t.o)
+                       AS score
+              FROM together t
+             GROUP BY t.tool_id
+        ),
+        lifted AS (
+            SELECT f.tool_id, f.score + coalesce(c.score, 0) AS score, f.terms, f.bm25_rank,
+                   f.dense_rank, f.usage_rank, f.position
+              FROM fused f LEFT JOIN lift c ON c.tool_id = f.tool_id
         )
         SELECT coalesce(array_agg(
                    ROW(f.tool_id, f.score, f.terms, f.bm25_rank, f.dense_rank,
@@ -213,7 +274,7 @@ BEGIN
                    ORDER BY f.score DESC, f.position), '{}'),
                (SELECT w.coverage FROM weights w)
           INTO ranked, coverage
-          FROM fused f;
+          FROM lifted f;
     END IF;
     -- In hybrid, dense ranks every embedded tool whatever the query says: the logs keep
     -- whether its words matched anything, which is what a catalog's gaps show in.
