@@ -4,16 +4,17 @@
 relevant tool) and measures the other. This script models the same thing in seconds: a
 learned query is the query text's vector under the tool called (at most 32 per tool, the
 last ones), dense ranks a tool by the nearest of its own vector and its learned ones, the
-usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`), and
+usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`),
 BM25 counts each tool's learned queries' most frequent words in its document at a word
-weight (`lexical.analysis.LEARNED_WEIGHT`, `LEARNED_TERMS`).
+weight (`lexical.analysis.LEARNED_WEIGHT`, `LEARNED_TERMS`), and the fused leads lift the
+tools called in the same selections, one per replayed query (`dense.lift_companions`).
 
 Weights are chosen on the tune half alone: its queries are split again by a second hash
 byte, one quarter learned and the other measured (`tuneQ`). `check` then learns the whole
 tune half and measures the check half, as `toolsift eval --warm` does.
 
     python benchmarks/quality/usage.py /path/to/datasets/* --weights 0,0.25,0.5,0.75 \
-        --word-weights 0,0.0625
+        --word-weights 0.0625 --companions 0,0.25/3/2,0.5/3/2,0.5/3/1
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +88,8 @@ def warm_recall(
             if tool in names and q not in per_tool[names[tool]]:
                 per_tool[names[tool]].append(q)
     kept = {t: qs[-KEPT_PER_TOOL:] for t, qs in per_tool.items()}
+    # Each replayed query is one selection, its relevant tools called in it, in order.
+    position = {t: t for t in range(len(tools))}
     documents = with_learned_words(tfs, terms, kept, word_weight)
     scored = tune.rank_bm25(documents, [terms[q] for q in measured], k1=bm25.K1, b=bm25.B)
     lexical = dict(zip(measured, scored, strict=True))
@@ -100,15 +104,28 @@ def warm_recall(
         r = lexical[q]
         for f, fusion in enumerate(fusions):
             fused = dense.fuse(
-                r.ids,  # type: ignore[arg-type]
-                dense_ids,  # type: ignore[arg-type]
+                r.ids,
+                dense_ids,
                 fusion,
                 bm25_top=r.scores[0] if r.scores else 0.0,
                 bm25_coverage=r.coverage,
-                usage_ids=usage_ids,  # type: ignore[arg-type]
+                usage_ids=usage_ids,
             )
-            rankings[f][q] = sorted(fused, key=lambda i: (-fused[i], i))  # type: ignore[arg-type, return-value]
+            lifted = dense.lift_companions(fused, position, per_tool, fusion)
+            rankings[f][q] = sorted(lifted, key=lambda i: (-lifted[i], i))
     return [tune.recall5(prepared, runs, measured) for runs in rankings]
+
+
+def companion(spec: str) -> dense.Fusion:
+    """The fusion's defaults with `weight[/leads[/support[/window]]]` of the tools called
+    together."""
+    weight, *rest = spec.split("/")
+    fusion = replace(dense.Fusion(), companion_weight=float(weight))
+    for name, value in zip(
+        ("companion_leads", "companion_support", "companion_window"), rest, strict=False
+    ):
+        fusion = replace(fusion, **{name: int(value)})
+    return fusion
 
 
 def main() -> None:
@@ -119,11 +136,19 @@ def main() -> None:
     parser.add_argument(
         "--word-weights", default=f"0,{LEARNED_WEIGHT}", help="learned words' weights, one row each"
     )
+    default = dense.Fusion()
+    parser.add_argument(
+        "--companions",
+        default=f"0,{default.companion_weight}",
+        help="tools called together, one row each: weight[/leads[/support[/window]]] (the"
+        f" defaults {default.companion_weight}/{default.companion_leads}"
+        f"/{default.companion_support}/{default.companion_window})",
+    )
     args = parser.parse_args()
     weights = [float(w) for w in args.weights.split(",")]
     word_weights = [float(w) for w in args.word_weights.split(",")]
-    fusions = [replace(dense.Fusion(), usage_weight=w) for w in weights]
-    print(f"{'usage_weight':<31}" + " ".join(f"{w:>6}" for w in weights))
+    companions = [companion(spec) for spec in args.companions.split(",")]
+    print(f"{'usage_weight':<45}" + " ".join(f"{w:>6}" for w in weights))
     with tune.session(args.cache) as tuner:
         for directory in args.datasets:
             try:
@@ -144,7 +169,8 @@ def main() -> None:
                 ("tuneQ", quarter, rest),
                 ("check", tune_half, check_half),
             ):
-                for word_weight in word_weights:
+                for word_weight, lift in product(word_weights, companions):
+                    fusions = [replace(lift, usage_weight=w) for w in weights]
                     figures = warm_recall(
                         prepared,
                         tfs,
@@ -157,7 +183,11 @@ def main() -> None:
                         word_weight,
                     )
                     cells = " ".join(f"{x:6.3f}" for x in figures)
-                    row = f"{directory.name:<17} {label} w{word_weight:<7}"
+                    spec = (
+                        f"{lift.companion_weight}/{lift.companion_leads}"
+                        f"/{lift.companion_support}/{lift.companion_window}"
+                    )
+                    row = f"{directory.name:<17} {label} w{word_weight:<7} c{spec:<12}"
                     print(f"{row} {cells}", flush=True)
 
 

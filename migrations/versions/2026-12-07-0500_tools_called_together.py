@@ -4,14 +4,16 @@ Revision ID: 0032
 Revises: 0031
 Create Date: 2026-12-07 05:00:00+00:00
 
-Each of the fused first `companion_leads` tools (3) that was called for at least
-`companion_support` learned queries (2) lifts every other candidate called for some of the
-same queries, by `companion_weight` (0.5) times the share of its queries they share times
-its own score (`toolsift.selection.dense.Fusion`, `lift_companions`; a tenant may set them
-in `settings.fusion`). Only candidates move, and only through `learned_queries` rows the
-caller may see. A tenant without learned queries gets the same scores as before; an API from
-before this release passes no `companion_weight` and gets no lift. The tools of one query are
-found by a new index on `learned_queries (tenant_id, query_hash)`.
+Each of the fused first `companion_leads` tools (3) looks at the last `companion_window`
+selections it was called for (32, from `tool_calls`); with at least `companion_support` of
+them (2), it lifts every other candidate called in some of the same selections, by
+`companion_weight` (0.5) times their share times its own score
+(`toolsift.selection.dense.Fusion`, `lift_companions`; a tenant may set them in
+`settings.fusion`). Only candidates move, so a tool the caller may not see is never lifted;
+the calls are the logs', so the lift forgets what the retention deletes. A tenant without
+reported calls gets the same scores as before; an API from before this release passes no
+`companion_weight` and gets no lift. A tool's latest calls are found by a new index on
+`tool_calls (tenant_id, tool_name, selection_created_at)`.
 `toolsift_select` keeps its signature: replaced in place, its grants stay. The text is
 `platform/toolsift/selection/sql/toolsift_select.sql`'s, written out; the way down is 0030's.
 """
@@ -71,6 +73,7 @@ DECLARE
     f_companion float8;
     f_leads float8;
     f_support float8;
+    f_window float8;
     missing integer;
     -- Tools the query's words matched (BM25's candidates); NULL where words are not scored.
     matched integer;
@@ -159,8 +162,11 @@ BEGIN
                           THEN toolsift_setting(p_fusion, 'companion_support', 1, true,
                                                 'Infinity', NULL)
                           ELSE 1 END;
+        f_window := CASE WHEN p_fusion ? 'companion_window'
+                         THEN toolsift_setting(p_fusion, 'companion_window', 1, true, 1000, NULL)
+                         ELSE 1 END;
         IF num_nulls(f_k, f_bm25, f_dense, f_scale, f_floor, f_usage, f_companion, f_leads,
-                     f_support) > 0 THEN
+                     f_support, f_window) > 0 THEN
             RAISE EXCEPTION 'p_fusion lacks a fusion default, or one is out of range: %', p_fusion
                 USING ERRCODE = '22023';
         END IF;
@@ -175,6 +181,7 @@ BEGIN
         f_leads := floor(toolsift_setting(fusion, 'companion_leads', 1, true, 100, f_leads));
         f_support := toolsift_setting(fusion, 'companion_support', 1, true, 'Infinity',
                                       f_support);
+        f_window := floor(toolsift_setting(fusion, 'companion_window', 1, true, 1000, f_window));
         -- Counted against the served model, under RLS: hidden tools are not counted.
         missing := toolsift_missing_embeddings(
             p_tenant, CASE WHEN p_model IS NULL THEN served
@@ -257,31 +264,43 @@ BEGIN
               CROSS JOIN weights w
         ),
         -- Tools called together (hybrid): each of the fused first `companion_leads` tools
-        -- called for at least `companion_support` queries lifts every other candidate called
-        -- for some of the same queries, by `companion_weight` times the share of its queries
-        -- they share times its own score (`dense.lift_companions`). Only candidates move.
+        -- looks at the last `companion_window` selections it was called for; with at least
+        -- `companion_support`, it lifts every other candidate called in some of them, by
+        -- `companion_weight` times their share times its own score (`dense.lift_companions`).
+        -- Only candidates move: a tool the caller may not see is never one. The calls are the
+        -- logs', so they leave with them (retention).
         lead AS (
-            SELECT f.tool_id, f.score,
+            SELECT f.tool_id, f.score, t.name,
                    row_number() OVER (ORDER BY f.score DESC, f.position) AS o
-              FROM fused f
-             WHERE p_mode = 'hybrid' AND f_companion > 0
-             ORDER BY f.score DESC, f.position
-             LIMIT f_leads::integer
+              FROM (SELECT * FROM fused f
+                     WHERE p_mode = 'hybrid' AND f_companion > 0
+                     ORDER BY f.score DESC, f.position
+                     LIMIT f_leads::integer) f
+              JOIN public.tools t ON t.tenant_id = p_tenant AND t.id = f.tool_id
         ),
-        asked AS (
-            SELECT l.tool_id, l.score, l.o, q.query_hash,
+        recent AS (
+            SELECT l.tool_id, l.score, l.o, c.selection_id, c.selection_created_at,
                    count(*) OVER (PARTITION BY l.tool_id) AS n
               FROM lead l
-              JOIN public.learned_queries q ON q.tenant_id = p_tenant AND q.tool_id = l.tool_id
+              CROSS JOIN LATERAL (
+                  SELECT DISTINCT c.selection_created_at, c.selection_id
+                    FROM public.tool_calls c
+                   WHERE c.tenant_id = p_tenant AND c.tool_name = l.name AND c.allowed
+                     AND c.success IS DISTINCT FROM false
+                   ORDER BY c.selection_created_at DESC, c.selection_id DESC
+                   LIMIT f_window::integer) c
         ),
         together AS (
-            SELECT q.tool_id, a.o, a.score, a.n, count(*) AS shared
-              FROM asked a
-              JOIN public.learned_queries q
-                ON q.tenant_id = p_tenant AND q.query_hash = a.query_hash
-               AND q.tool_id <> a.tool_id
-             WHERE a.n >= f_support
-             GROUP BY q.tool_id, a.o, a.score, a.n
+            SELECT t.id AS tool_id, w.o, w.score, w.n, count(DISTINCT w.selection_id) AS shared
+              FROM recent w
+              JOIN public.tool_calls c
+                ON c.tenant_id = p_tenant AND c.selection_created_at = w.selection_created_at
+               AND c.selection_id = w.selection_id AND c.allowed
+               AND c.success IS DISTINCT FROM false
+              JOIN public.tools t
+                ON t.tenant_id = p_tenant AND t.name = c.tool_name AND t.deleted_at IS NULL
+             WHERE w.n >= f_support AND t.id <> w.tool_id
+             GROUP BY t.id, w.o, w.score, w.n
         ),
         -- Summed in the leads' order, as `dense.lift_companions` adds them.
         lift AS (
@@ -810,9 +829,9 @@ $$
 
 def upgrade() -> None:
     op.create_index(
-        op.f("ix_learned_queries_tenant_id_query_hash"),
-        "learned_queries",
-        ["tenant_id", "query_hash"],
+        op.f("ix_tool_calls_tenant_id_tool_name_selection_created_at"),
+        "tool_calls",
+        ["tenant_id", "tool_name", "selection_created_at"],
         unique=False,
     )
     op.execute(SELECT)
@@ -820,4 +839,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(SELECT_0030)
-    op.drop_index(op.f("ix_learned_queries_tenant_id_query_hash"), table_name="learned_queries")
+    op.drop_index(
+        op.f("ix_tool_calls_tenant_id_tool_name_selection_created_at"), table_name="tool_calls"
+    )

@@ -74,46 +74,56 @@ POSITION = {A: 1, B: 2, C: 3, D: 4}
 
 
 class TestLiftCompanions:
-    """Tools called together: the leads lift the candidates that share their queries."""
+    """Tools called together: the leads lift the candidates called in their selections."""
 
-    def test_a_lead_lifts_a_companion_by_the_share_of_its_queries_times_its_score(self) -> None:
+    def test_a_lead_lifts_a_companion_by_the_share_of_its_selections_times_its_score(
+        self,
+    ) -> None:
         fused = {A: 0.5, B: 0.1, C: 0.2}
-        learned = {A: {"q1", "q2", "q3", "q4"}, B: {"q1", "q2", "q3"}}
-        lifted = lift_companions(fused, POSITION, learned, Fusion())
+        selections = {A: ["s1", "s2", "s3", "s4"], B: ["s1", "s2", "s3"]}
+        lifted = lift_companions(fused, POSITION, selections, Fusion())
         assert lifted[B] == 0.1 + 0.5 * 3 / 4 * 0.5
         assert _order(lifted) == [A, B, C]
-        # B, third, leads too: called for 3 queries, all of them A's, it lifts A.
+        # B, third, leads too: called in 3 selections, all of them A's, it lifts A.
         assert lifted[A] == 0.5 + 0.5 * 3 / 3 * 0.1
         assert lifted[C] == 0.2
 
     def test_lifts_add_in_the_leads_order(self) -> None:
         fused = {A: 0.4, B: 0.3, C: 0.01}
-        learned = {A: {"q1", "q2"}, B: {"q1", "q3"}, C: {"q1", "q2", "q3"}}
-        lifted = lift_companions(fused, POSITION, learned, Fusion())
+        selections = {A: ["s1", "s2"], B: ["s1", "s3"], C: ["s1", "s2", "s3"]}
+        lifted = lift_companions(fused, POSITION, selections, Fusion())
         assert lifted[C] == 0.01 + (0.5 * 2 / 2 * 0.4 + 0.5 * 2 / 2 * 0.3)
 
-    def test_only_the_first_leads_with_enough_queries_lift(self) -> None:
+    def test_only_the_first_leads_with_enough_selections_lift(self) -> None:
         fused = {A: 0.4, B: 0.3, C: 0.2, D: 0.1}
-        learned = {A: {"q1"}, D: {"q1", "q2"}}
-        # A leads but was called for one query: below the support of 2.
-        assert lift_companions(fused, POSITION, learned, Fusion()) == fused
+        selections = {A: ["s1", "s1"], D: ["s1", "s2"]}
+        # A leads but was called in one selection (twice): below the support of 2.
+        assert lift_companions(fused, POSITION, selections, Fusion()) == fused
         # D is fourth, beyond the three leads, whatever it was called with.
-        learned = {D: {"q1", "q2"}, A: {"q1", "q2"}}
-        lifted = lift_companions(fused, POSITION, learned, Fusion(companion_leads=3))
+        selections = {D: ["s1", "s2"], A: ["s1", "s2"]}
+        lifted = lift_companions(fused, POSITION, selections, Fusion())
         assert lifted[D] == 0.1 + 0.5 * 0.4
         assert lifted[A] == 0.4  # D does not lead, so A is not lifted
 
+    def test_a_lead_counts_its_latest_selections_only(self) -> None:
+        fused = {A: 0.4, B: 0.1}
+        # B was called with A once, before A's last two selections.
+        selections = {A: ["s1", "s2", "s3", "s4"], B: ["s2"]}
+        assert lift_companions(fused, POSITION, selections, Fusion(companion_window=2)) == fused
+        lifted = lift_companions(fused, POSITION, selections, Fusion(companion_window=3))
+        assert lifted[B] == 0.1 + 0.5 * 1 / 3 * 0.4
+
     def test_ties_for_the_leads_go_to_registry_position(self) -> None:
         fused = {A: 0.3, B: 0.3, C: 0.1}
-        learned = {A: {"q1", "q2"}, B: {"q3", "q4"}, C: {"q1", "q2", "q3", "q4"}}
-        lifted = lift_companions(fused, {A: 2, B: 1, C: 3}, learned, Fusion(companion_leads=1))
+        selections = {A: ["s1", "s2"], B: ["s3", "s4"], C: ["s1", "s2", "s3", "s4"]}
+        lifted = lift_companions(fused, {A: 2, B: 1, C: 3}, selections, Fusion(companion_leads=1))
         assert lifted[C] == 0.1 + 0.5 * 0.3  # lifted by B, first by position
         assert lifted[A] == 0.3
 
     def test_no_tool_enters_by_the_lift_and_0_turns_it_off(self) -> None:
         fused = {A: 0.4, B: 0.3}
-        learned = {A: {"q1", "q2"}, D: {"q1", "q2"}}
-        assert lift_companions(fused, POSITION, learned, Fusion()) == fused
-        learned = {A: {"q1", "q2"}, B: {"q1", "q2"}}
+        selections = {A: ["s1", "s2"], D: ["s1", "s2"]}
+        assert lift_companions(fused, POSITION, selections, Fusion()) == fused
+        selections = {A: ["s1", "s2"], B: ["s1", "s2"]}
         off = Fusion(companion_weight=0.0)
-        assert lift_companions(fused, POSITION, learned, off) == fused
+        assert lift_companions(fused, POSITION, selections, off) == fused

@@ -116,6 +116,7 @@ class TestScopeFunction:
             {**dense.DEFAULTS, "companion_weight": -1},
             {**dense.DEFAULTS, "companion_leads": 0},
             {**dense.DEFAULTS, "companion_support": 0.5},
+            {**dense.DEFAULTS, "companion_window": 5000},
         ],
     )
     def test_a_hybrid_select_without_every_fusion_default_in_range_is_refused(

@@ -402,22 +402,32 @@ def scored(caller: Caller, query: str, **body: Any) -> dict[str, float]:
     return {c["name"]: c["score"] for c in result["candidates"]}
 
 
+def report_together(caller: Caller, query: str, *tools: str) -> str:
+    """Select for `query` (BM25) and report a call of each of `tools`; the selection id."""
+    selection = caller.ok(caller.select(query, mode="bm25"))["selection_id"]
+    for tool in tools:
+        body = {"selection_id": selection, "tool": tool, "allowed": True}
+        caller.ok(caller.post("/v1/tool-calls", body), 201)
+    return str(selection)
+
+
 class TestToolsCalledTogether:
-    """A tool called for the same queries as a leading tool is lifted by it (hybrid)."""
+    """A tool called in the same selections as a leading tool is lifted by it (hybrid)."""
 
     # Users asking where their order is also have their account looked up, whatever the
-    # words; refund_policy was called for one query only, below `companion_support`.
+    # words; refund_policy was called once, below `companion_support`, so it leads nothing.
     TASKS = ("where is my order 1234", "track the parcel of order 88", "my parcel is late")
     QUERIES = ("get the shipping status of an order", "where is my parcel", "refund")
 
     @staticmethod
-    def _taught(caller: Caller, database: Database, *tools: str) -> None:
-        for task in TestToolsCalledTogether.TASKS:
-            for tool in tools:
-                report(caller, task, tool)
-        report(caller, "refund my order", "refund_policy")
-        report(caller, "refund my order", "order_status")
+    def _taught(caller: Caller, database: Database) -> list[str]:
+        selections = [
+            report_together(caller, task, "order_status", "lookup_account")
+            for task in TestToolsCalledTogether.TASKS
+        ]
+        report_together(caller, "refund my order", "refund_policy", "order_status")
         embed_pending(database, caller.tenant_id)
+        return selections
 
     @pytest.mark.parametrize(
         "fusion",
@@ -426,6 +436,7 @@ class TestToolsCalledTogether:
             {"companion_weight": 0},
             {"companion_weight": 2.0, "companion_leads": 1, "k": 10},
             {"companion_support": 5},
+            {"companion_window": 2},
         ],
     )
     def test_scores_are_the_python_model_s_floats(
@@ -436,21 +447,20 @@ class TestToolsCalledTogether:
         owner_conn: OwnerConn,
         fusion: dict[str, float],
     ) -> None:
-        self._taught(support_agent, database, "order_status", "lookup_account")
+        self._taught(support_agent, database)
         admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion}}))
         position = dict(
             owner_conn.execute(
                 "SELECT name, position FROM tools WHERE tenant_id = %s", (admin.tenant_id,)
             ).fetchall()
         )
-        asked: dict[str, set[bytes]] = {}
-        for name, query_hash in owner_conn.execute(
-            "SELECT t.name, q.query_hash FROM learned_queries q"
-            " JOIN tools t ON t.tenant_id = q.tenant_id AND t.id = q.tool_id"
-            " WHERE q.tenant_id = %s",
+        selections: dict[str, list[UUID]] = {}
+        for name, selection_id in owner_conn.execute(
+            "SELECT tool_name, selection_id FROM tool_calls WHERE tenant_id = %s"
+            " ORDER BY selection_created_at, selection_id",
             (admin.tenant_id,),
         ):
-            asked.setdefault(name, set()).add(query_hash)
+            selections.setdefault(name, []).append(selection_id)
         moved = 0
         for query in self.QUERIES:
             words = support_agent.ok(support_agent.select(query, mode="bm25", k=50, debug=True))
@@ -464,13 +474,12 @@ class TestToolsCalledTogether:
                 bm25_coverage=served.get("bm25_coverage", 1.0),
                 usage_ids=listed(candidates, "usage_rank"),
             )
-            expected = lift_companions(fused, position, asked, Fusion(**fusion))
+            expected = lift_companions(fused, position, selections, Fusion(**fusion))
             # Floats compared with ==: the same operations in the same order.
             assert {c["name"]: c["score"] for c in candidates} == expected, query
             moved += sum(expected[name] != fused[name] for name in fused)
-        # Only the default and the heavier setting lift anything here.
-        lifts = Fusion(**fusion).companion_weight > 0 and Fusion(**fusion).companion_support <= 3
-        assert (moved > 0) is lifts
+        # Every setting but these two lifts something here.
+        assert (moved == 0) is (fusion in ({"companion_weight": 0}, {"companion_support": 5}))
 
     def test_a_heavier_lift_moves_a_companion_past_its_lead(
         self, admin: Caller, support_agent: Caller, database: Database
@@ -478,8 +487,7 @@ class TestToolsCalledTogether:
         # issue_refund is called with order_status for requests unlike the one asked: only
         # the lift ties it to "where is my parcel".
         for i in range(3):
-            for tool in ("order_status", "issue_refund"):
-                report(support_agent, f"{TAUGHT} {i}", tool)
+            report_together(support_agent, f"{TAUGHT} {i}", "order_status", "issue_refund")
         embed_pending(database, support_agent.tenant_id)
 
         def first(fusion: dict[str, float]) -> str:
@@ -488,42 +496,63 @@ class TestToolsCalledTogether:
 
         assert first({"companion_weight": 0}) == "order_status"
         assert first({"companion_weight": 4.0}) == "issue_refund"
-        # Led by nothing it was called with, nothing is lifted.
+        # Called for fewer selections than the support asks, nothing leads.
         assert first({"companion_weight": 4.0, "companion_support": 4}) == "order_status"
+
+    def test_calls_in_other_selections_are_not_together(
+        self, admin: Caller, support_agent: Caller, database: Database
+    ) -> None:
+        for i in range(3):
+            report_together(support_agent, f"{TAUGHT} {i}", "order_status")
+            report_together(support_agent, f"{TAUGHT} {i}", "issue_refund")
+        embed_pending(database, support_agent.tenant_id)
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"companion_weight": 4}}}))
+        lifted = scored(support_agent, "where is my parcel")
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"companion_weight": 0}}}))
+        assert scored(support_agent, "where is my parcel") == lifted
 
     def test_a_forbidden_companion_changes_nothing_the_caller_sees(
         self, admin: Caller, support_agent: Caller, database: Database
     ) -> None:
         support_only = agent_key(admin, ["support"], name="support-only")
-        self._taught(support_agent, database, "order_status", "lookup_account")
+        selections = self._taught(support_agent, database)
         before = {q: scored(support_only, q) for q in self.QUERIES}
-        # issue_refund (billing) is now called with order_status for every task.
-        for task in self.TASKS:
-            report(support_agent, task, "issue_refund")
+        assert all("issue_refund" not in names for names in before.values())
+        # issue_refund (billing) was called in the same selections as well.
+        for selection in selections:
+            body = {"selection_id": selection, "tool": "issue_refund", "allowed": True}
+            support_agent.ok(support_agent.post("/v1/tool-calls", body), 201)
         embed_pending(database, support_agent.tenant_id)
         assert {q: scored(support_only, q) for q in self.QUERIES} == before
-        assert all("issue_refund" not in names for names in before.values())
         # A caller that may use it sees it lifted.
-        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"usage_weight": 0}}}))
-        with_lift = scored(support_agent, self.QUERIES[0])
-        admin.ok(
-            admin.patch(
-                "/admin/v1/tenant",
-                {"settings": {"fusion": {"usage_weight": 0, "companion_weight": 0}}},
-            )
-        )
-        assert with_lift["issue_refund"] > scored(support_agent, self.QUERIES[0])["issue_refund"]
+        weighed = {"usage_weight": 0, "companion_weight": 4.0}
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": weighed}}))
+        lifted = scored(support_agent, self.QUERIES[0])
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"companion_weight": 0}}}))
+        assert lifted["issue_refund"] > scored(support_agent, self.QUERIES[0])["issue_refund"]
+
+    def test_the_lift_goes_with_the_logs(
+        self, admin: Caller, support_agent: Caller, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        """The calls are the logs' (the retention deletes them together): no log, no lift."""
+        self._taught(support_agent, database)
+        lifted = scored(support_agent, self.QUERIES[0])
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": {"companion_weight": 0}}}))
+        plain = scored(support_agent, self.QUERIES[0])
+        assert lifted != plain
+        owner_conn.execute("DELETE FROM selection_logs WHERE tenant_id = %s", (admin.tenant_id,))
+        admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": None}}))
+        assert scored(support_agent, self.QUERIES[0]) == plain
 
     def test_an_api_from_before_the_lift_is_served_without_it(
         self, support_agent: Caller, database: Database, database_url: str
     ) -> None:
         """During a rolling deploy an older API passes no `companion_weight`: no lift."""
-        self._taught(support_agent, database, "order_status", "lookup_account")
+        self._taught(support_agent, database)
         tenant_id, key_id = _parts(support_agent)
         key_hash = keys.hash_key(support_agent.key, PEPPER)
         plain = database_url.replace("postgresql+psycopg://", "postgresql://")
-        companion = ("companion_weight", "companion_leads", "companion_support")
-        older = {k: v for k, v in DEFAULTS.items() if k not in companion}
+        older = {k: v for k, v in DEFAULTS.items() if not k.startswith("companion_")}
 
         def served(fusion: dict[str, Any]) -> dict[str, float]:
             with psycopg.connect(plain) as conn:

@@ -117,8 +117,6 @@ class LearnedQuery(TenantScoped, Base):
         ForeignKeyConstraint(
             ["tenant_id", "tool_id"], ["tools.tenant_id", "tools.id"], ondelete="CASCADE"
         ),
-        # The tools called for the same query: tools called together (`toolsift_select`).
-        Index("ix_learned_queries_tenant_id_query_hash", "tenant_id", "query_hash"),
     )
 
     tool_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

@@ -9,7 +9,7 @@ may see, not HNSW, by measurement (docs/decisions.md, `benchmarks/dense_index.py
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TypeVar
 
@@ -40,11 +40,12 @@ class Fusion:
     (docs/quality.md, "The usage list"). A tenant without reported calls has an empty list.
 
     Tools called together lift each other (hybrid): each of the fused first
-    `companion_leads` tools that was called for at least `companion_support` queries lifts
-    every other candidate called for some of the same queries, by `companion_weight` times
-    the share of its queries they share times its own score (`lift_companions`). A task
-    that needs `create_document` mostly needs `add_paragraph` too, whatever its words say;
-    no tool enters the candidates by this alone (docs/quality.md, "Tools called together").
+    `companion_leads` tools looks at the last `companion_window` selections it was called
+    for (`tool_calls`); with at least `companion_support` of them, it lifts every other
+    candidate called in some of the same selections, by `companion_weight` times the share
+    of those selections times its own score (`lift_companions`). A task that needs
+    `create_document` mostly needs `add_paragraph` too, whatever its words say; no tool
+    enters the candidates by this alone (docs/quality.md, "Tools called together").
     """
 
     k: float = 3.0
@@ -56,6 +57,7 @@ class Fusion:
     companion_weight: float = 0.5
     companion_leads: int = 3
     companion_support: int = 2
+    companion_window: int = 32
 
 
 def settings(fusion: Fusion) -> dict[str, float]:
@@ -68,14 +70,14 @@ DEFAULTS = settings(Fusion())
 
 
 def fuse(
-    bm25_ids: Sequence[str],
-    dense_ids: Sequence[str],
+    bm25_ids: Sequence[T],
+    dense_ids: Sequence[T],
     fusion: Fusion,
     *,
     bm25_top: float = 0.0,
     bm25_coverage: float = 1.0,
-    usage_ids: Sequence[str] = (),
-) -> dict[str, float]:
+    usage_ids: Sequence[T] = (),
+) -> dict[T, float]:
     """Weighted RRF: weight / (k + rank) summed over the lists a tool appears in.
 
     `bm25_top` is the best BM25 score of the query and `bm25_coverage` the share of the
@@ -85,7 +87,7 @@ def fuse(
     top = max(bm25_top, 0.0)
     floor = fusion.bm25_floor * bm25_coverage
     lexical = max(top / (top + fusion.bm25_scale), floor) if bm25_ids else 0.0
-    fused: dict[str, float] = {}
+    fused: dict[T, float] = {}
     for weight, ids in (
         (fusion.bm25_weight * lexical, bm25_ids),
         (fusion.dense_weight * (1.0 - lexical), dense_ids),
@@ -99,13 +101,14 @@ def fuse(
 def lift_companions(
     fused: Mapping[T, float],
     position: Mapping[T, int],
-    learned: Mapping[T, Collection[Hashable]],
+    selections: Mapping[T, Sequence[Hashable]],
     fusion: Fusion,
 ) -> dict[T, float]:
     """The fused scores with tools called together lifted (see `Fusion`).
 
-    `position` is each candidate's registry position (ties), `learned` the queries each tool
-    was called for. Lifts add in the leads' order, as `toolsift_select` sums them.
+    `position` is each candidate's registry position (ties), `selections` the selections
+    each tool was called for, oldest first: a lead counts its last `companion_window`. Lifts
+    add in the leads' order, as `toolsift_select` sums them.
     """
     leads = sorted(fused, key=lambda t: (-fused[t], position[t]))[: fusion.companion_leads]
     lifted = dict(fused)
@@ -113,13 +116,14 @@ def lift_companions(
         return lifted
     lifts: dict[T, float] = {}
     for lead in leads:
-        asked = set(learned.get(lead, ()))
-        if len(asked) < fusion.companion_support:
+        distinct = list(dict.fromkeys(selections.get(lead, ())))
+        window = set(distinct[-fusion.companion_window :])
+        if len(window) < fusion.companion_support:
             continue
         for tool in fused:
-            together = len(asked.intersection(learned.get(tool, ()))) if tool != lead else 0
+            together = len(window.intersection(selections.get(tool, ()))) if tool != lead else 0
             if together:
-                lift = fusion.companion_weight * together / len(asked) * fused[lead]
+                lift = fusion.companion_weight * together / len(window) * fused[lead]
                 lifts[tool] = lifts[tool] + lift if tool in lifts else lift
     for tool, lift in lifts.items():
         lifted[tool] = fused[tool] + lift

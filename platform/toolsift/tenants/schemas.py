@@ -63,7 +63,8 @@ class FusionSettings(Schema):
         ge=0,
         le=1e6,
         description="How much a leading tool lifts the candidates called together with it"
-        " (share of its learned queries they share times its score); 0 turns it off.",
+        " (the share of its recent selections they were called in, times its score);"
+        " 0 turns it off.",
         **_NUMBER,
     )
     companion_leads: int | None = Field(
@@ -78,7 +79,14 @@ class FusionSettings(Schema):
         ge=1,
         le=1_000_000,
         strict=True,
-        description="Learned queries a tool needs before it lifts others.",
+        description="Selections a tool must have been called for before it lifts others.",
+    )
+    companion_window: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        strict=True,
+        description="How many of a leading tool's latest selections count.",
     )
 
 

@@ -43,6 +43,7 @@ DECLARE
     f_companion float8;
     f_leads float8;
     f_support float8;
+    f_window float8;
     missing integer;
     -- Tools the query's words matched (BM25's candidates); NULL where words are not scored.
     matched integer;
@@ -131,8 +132,11 @@ BEGIN
                           THEN toolsift_setting(p_fusion, 'companion_support', 1, true,
                                                 'Infinity', NULL)
                           ELSE 1 END;
+        f_window := CASE WHEN p_fusion ? 'companion_window'
+                         THEN toolsift_setting(p_fusion, 'companion_window', 1, true, 1000, NULL)
+                         ELSE 1 END;
         IF num_nulls(f_k, f_bm25, f_dense, f_scale, f_floor, f_usage, f_companion, f_leads,
-                     f_support) > 0 THEN
+                     f_support, f_window) > 0 THEN
             RAISE EXCEPTION 'p_fusion lacks a fusion default, or one is out of range: %', p_fusion
                 USING ERRCODE = '22023';
         END IF;
@@ -147,6 +151,7 @@ BEGIN
         f_leads := floor(toolsift_setting(fusion, 'companion_leads', 1, true, 100, f_leads));
         f_support := toolsift_setting(fusion, 'companion_support', 1, true, 'Infinity',
                                       f_support);
+        f_window := floor(toolsift_setting(fusion, 'companion_window', 1, true, 1000, f_window));
         -- Counted against the served model, under RLS: hidden tools are not counted.
         missing := toolsift_missing_embeddings(
             p_tenant, CASE WHEN p_model IS NULL THEN served
@@ -229,31 +234,43 @@ BEGIN
               CROSS JOIN weights w
         ),
         -- Tools called together (hybrid): each of the fused first `companion_leads` tools
-        -- called for at least `companion_support` queries lifts every other candidate called
-        -- for some of the same queries, by `companion_weight` times the share of its queries
-        -- they share times its own score (`dense.lift_companions`). Only candidates move.
+        -- looks at the last `companion_window` selections it was called for; with at least
+        -- `companion_support`, it lifts every other candidate called in some of them, by
+        -- `companion_weight` times their share times its own score (`dense.lift_companions`).
+        -- Only candidates move: a tool the caller may not see is never one. The calls are the
+        -- logs', so they leave with them (retention).
         lead AS (
-            SELECT f.tool_id, f.score,
+            SELECT f.tool_id, f.score, t.name,
                    row_number() OVER (ORDER BY f.score DESC, f.position) AS o
-              FROM fused f
-             WHERE p_mode = 'hybrid' AND f_companion > 0
-             ORDER BY f.score DESC, f.position
-             LIMIT f_leads::integer
+              FROM (SELECT * FROM fused f
+                     WHERE p_mode = 'hybrid' AND f_companion > 0
+                     ORDER BY f.score DESC, f.position
+                     LIMIT f_leads::integer) f
+              JOIN public.tools t ON t.tenant_id = p_tenant AND t.id = f.tool_id
         ),
-        asked AS (
-            SELECT l.tool_id, l.score, l.o, q.query_hash,
+        recent AS (
+            SELECT l.tool_id, l.score, l.o, c.selection_id, c.selection_created_at,
                    count(*) OVER (PARTITION BY l.tool_id) AS n
               FROM lead l
-              JOIN public.learned_queries q ON q.tenant_id = p_tenant AND q.tool_id = l.tool_id
+              CROSS JOIN LATERAL (
+                  SELECT DISTINCT c.selection_created_at, c.selection_id
+                    FROM public.tool_calls c
+                   WHERE c.tenant_id = p_tenant AND c.tool_name = l.name AND c.allowed
+                     AND c.success IS DISTINCT FROM false
+                   ORDER BY c.selection_created_at DESC, c.selection_id DESC
+                   LIMIT f_window::integer) c
         ),
         together AS (
-            SELECT q.tool_id, a.o, a.score, a.n, count(*) AS shared
-              FROM asked a
-              JOIN public.learned_queries q
-                ON q.tenant_id = p_tenant AND q.query_hash = a.query_hash
-               AND q.tool_id <> a.tool_id
-             WHERE a.n >= f_support
-             GROUP BY q.tool_id, a.o, a.score, a.n
+            SELECT t.id AS tool_id, w.o, w.score, w.n, count(DISTINCT w.selection_id) AS shared
+              FROM recent w
+              JOIN public.tool_calls c
+                ON c.tenant_id = p_tenant AND c.selection_created_at = w.selection_created_at
+               AND c.selection_id = w.selection_id AND c.allowed
+               AND c.success IS DISTINCT FROM false
+              JOIN public.tools t
+                ON t.tenant_id = p_tenant AND t.name = c.tool_name AND t.deleted_at IS NULL
+             WHERE w.n >= f_support AND t.id <> w.tool_id
+             GROUP BY t.id, w.o, w.score, w.n
         ),
         -- Summed in the leads' order, as `dense.lift_companions` adds them.
         lift AS (
