@@ -19,7 +19,9 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    Prints the median CPU per select of each side and the median of the rounds' ratios.
    With `--hybrid`, the 1,000-tool tenant is embedded (the default ONNX model, in-process)
    and compared the same way in hybrid mode; `--learned N` first gives each of its tools N
-   learned queries (`learned_queries`, with vectors), as reported calls would.
+   learned queries (`learned_queries`, with vectors), as reported calls would, and
+   `--called N` has each of its tools called in about N logged selections, three tools per
+   selection (`tool_calls`: what the tools called together are counted from).
 2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
    baseline's search_path. First both answer the same selects (`--compare-queries` per
    tenant, in five request shapes, in bm25 mode), compared field by field but for the selection id and
@@ -302,11 +304,54 @@ def _learn(url: str, tenant: Tenant, per_tool: int, vectors: dict[str, str]) -> 
     return len(rows)
 
 
+def _call(url: str, tenant: Tenant, per_tool: int) -> int:
+    """Each tool of `tenant` called in about `per_tool` logged selections, three tools per
+    selection (a tool and the next two by position, so the same tools recur together), as
+    agents' reports would leave them; the calls made."""
+    together = 3
+    with psycopg.connect(url) as owner:
+        row = owner.execute(
+            "SELECT count(*) FROM tools WHERE tenant_id = %s", (tenant.tenant_id,)
+        ).fetchone()
+        tools = int(row[0]) if row else 0
+        selections = tools * per_tool // together
+        owner.execute(
+            "INSERT INTO selection_logs (tenant_id, id, key_id, roles, mode, format, query, k,"
+            " budget_tokens, tool_ids, tool_names, details, candidate_count, tokens,"
+            " catalog_tokens, latency_ms, created_at)"
+            " SELECT %(tenant)s, gen_random_uuid(), %(key)s, '{}', 'hybrid', 'anthropic',"
+            " 'selection ' || s, 5, 4000, '{}', '{}', '[]', 0, 0, 0, 1,"
+            " now() - make_interval(secs => %(n)s - s)"
+            " FROM generate_series(1, %(n)s) s",
+            {"tenant": tenant.tenant_id, "key": tenant.key_id, "n": selections},
+        )
+        owner.execute(
+            "INSERT INTO tool_calls (tenant_id, id, selection_id, selection_created_at,"
+            " tool_name, allowed, success)"
+            " SELECT l.tenant_id, gen_random_uuid(), l.id, l.created_at,"
+            " n.names[((l.s * %(together)s + j) %% %(tools)s) + 1], true, true"
+            " FROM (SELECT *, row_number() OVER (ORDER BY created_at) AS s FROM selection_logs"
+            "       WHERE tenant_id = %(tenant)s) l,"
+            " (SELECT array_agg(name ORDER BY position) AS names FROM tools"
+            "   WHERE tenant_id = %(tenant)s) n,"
+            " generate_series(0, %(together)s - 1) j",
+            {"tenant": tenant.tenant_id, "together": together, "tools": tools},
+        )
+        owner.execute("ANALYZE selection_logs, tool_calls")
+    return selections * together
+
+
 def _hybrid(
-    database: Database, url: str, measured: list[Tenant], rounds: int, calls: int, learned: int
+    database: Database,
+    url: str,
+    measured: list[Tenant],
+    rounds: int,
+    calls: int,
+    learned: int,
+    called: int = 0,
 ) -> None:
     """The same per-call comparison in hybrid mode, on the 1,000-tool tenant, embedded here
-    (with `learned` learned queries per tool)."""
+    (with `learned` learned queries per tool, and tools called in `called` selections each)."""
     tenant = next(t for t in measured if t.catalog.name == "big")
     embed_all(database, [tenant])
     backend = get_backend(EmbeddingConfig())
@@ -317,6 +362,8 @@ def _hybrid(
     }
     if learned:
         print(f"{_learn(url, tenant, learned, vectors):,d} learned queries ({learned} per tool)")
+    if called:
+        print(f"{_call(url, tenant, called):,d} tool calls (each tool in ~{called} selections)")
     cpu = _functions(url, tenant, rounds, calls, vectors)
     before, after = cpu["baseline"], cpu["current"]
     ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
@@ -362,6 +409,9 @@ def main() -> None:
     parser.add_argument(
         "--learned", type=int, default=0, help="with --hybrid: learned queries per tool"
     )
+    parser.add_argument(
+        "--called", type=int, default=0, help="with --hybrid: logged selections per tool"
+    )
     args = parser.parse_args()
     if args.isolation:
         if args.baseline is not None or args.http_rounds:
@@ -393,7 +443,7 @@ def main() -> None:
                 f"  {ratio:.3f}"
             )
         if args.hybrid:
-            _hybrid(database, plain, measured, args.rounds, args.calls, args.learned)
+            _hybrid(database, plain, measured, args.rounds, args.calls, args.learned, args.called)
         if args.http_rounds <= 0:
             return
         postgres = postmaster_pid(server)

@@ -35,11 +35,13 @@ def test_compares_a_baseline_s_functions_with_the_current_ones(tmp_path: Path) -
         str(_baseline(tmp_path)),
         "--small-tenants", "2", "--big", "40", "--huge", "80", "--rounds", "2", "--calls", "5",
         "--http-rounds", "1", "--http-seconds", "0.5", "--compare-queries", "4", "--hybrid",
+        "--learned", "2", "--called", "8",
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=170, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ratios = re.findall(r"^(big|huge) .* (\d+\.\d+)$", proc.stdout, re.MULTILINE)
     assert [name for name, _ in ratios] == ["big", "huge", "big"]  # the last one hybrid
+    assert re.search(r"^80 learned queries .*\n318 tool calls ", proc.stdout, re.MULTILINE)
     runs = re.findall(
         r"^\s+(baseline|current)\s+(\d+) selects/s.*errors (\d+)$", proc.stdout, re.MULTILINE
     )
