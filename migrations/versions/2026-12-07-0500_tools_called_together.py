@@ -13,7 +13,8 @@ them (2), it lifts every other candidate called in some of the same selections, 
 the calls are the logs', so the lift forgets what the retention deletes. A tenant without
 reported calls gets the same scores as before; an API from before this release passes no
 `companion_weight` and gets no lift. A tool's latest calls are found by a new index on
-`tool_calls (tenant_id, tool_name, selection_created_at)`.
+`tool_calls (tenant_id, tool_name, selection_created_at)`. Debug candidates say
+`companion_lift`, so `toolsift_ranked` gains the attribute `lift`.
 `toolsift_select` keeps its signature: replaced in place, its grants stay. The text is
 `platform/toolsift/selection/sql/toolsift_select.sql`'s, written out; the way down is 0030's.
 """
@@ -131,7 +132,7 @@ BEGIN
     -- Postings and vectors carry the tool's position: no tool row is read to rank.
     IF p_mode = 'bm25' THEN
         SELECT coalesce(array_agg(
-                   ROW(b.tool_id, b.score, b.terms, b.rnk, NULL, NULL)::toolsift_ranked
+                   ROW(b.tool_id, b.score, b.terms, b.rnk, NULL, NULL, NULL)::toolsift_ranked
                    ORDER BY b.rnk), '{}')
           INTO ranked
           FROM (SELECT s.*, row_number() OVER (ORDER BY s.score DESC, s.position) AS rnk
@@ -312,12 +313,12 @@ BEGIN
         ),
         lifted AS (
             SELECT f.tool_id, f.score + coalesce(c.score, 0) AS score, f.terms, f.bm25_rank,
-                   f.dense_rank, f.usage_rank, f.position
+                   f.dense_rank, f.usage_rank, c.score AS lift, f.position
               FROM fused f LEFT JOIN lift c ON c.tool_id = f.tool_id
         )
         SELECT coalesce(array_agg(
                    ROW(f.tool_id, f.score, f.terms, f.bm25_rank, f.dense_rank,
-                       f.usage_rank)::toolsift_ranked
+                       f.usage_rank, f.lift)::toolsift_ranked
                    ORDER BY f.score DESC, f.position), '{}'),
                (SELECT w.coverage FROM weights w)
           INTO ranked, coverage
@@ -379,7 +380,7 @@ BEGIN
                              ORDER BY x.o)
               INTO c_names, c_positions, c_costs
               FROM unnest(ranked[rank:fetched]) WITH ORDINALITY
-                       AS x(tool_id, score, terms, bm25_rank, dense_rank, usage_rank, o)
+                       AS x(tool_id, score, terms, bm25_rank, dense_rank, usage_rank, lift, o)
               LEFT JOIN public.tools t
                 ON t.tenant_id = p_tenant AND t.id = x.tool_id AND t.deleted_at IS NULL;
         END IF;
@@ -404,7 +405,7 @@ BEGIN
             candidates := candidates || json_strip_nulls(json_build_object(
                 'name', tool.name, 'rank', rank, 'score', r.score, 'matched_terms', r.terms,
                 'bm25_rank', r.bm25_rank, 'dense_rank', r.dense_rank,
-                'usage_rank', r.usage_rank,
+                'usage_rank', r.usage_rank, 'companion_lift', r.lift,
                 'selected', r.tool_id = ANY (pick_ids),
                 'reason', reason))::text;
         ELSIF added >= p_k THEN
@@ -828,6 +829,7 @@ $$
 
 
 def upgrade() -> None:
+    op.execute("ALTER TYPE toolsift_ranked ADD ATTRIBUTE lift double precision")
     op.create_index(
         op.f("ix_tool_calls_tenant_id_tool_name_selection_created_at"),
         "tool_calls",
@@ -842,3 +844,4 @@ def downgrade() -> None:
     op.drop_index(
         op.f("ix_tool_calls_tenant_id_tool_name_selection_created_at"), table_name="tool_calls"
     )
+    op.execute("ALTER TYPE toolsift_ranked DROP ATTRIBUTE lift")

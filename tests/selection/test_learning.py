@@ -478,6 +478,13 @@ class TestToolsCalledTogether:
             # Floats compared with ==: the same operations in the same order.
             assert {c["name"]: c["score"] for c in candidates} == expected, query
             moved += sum(expected[name] != fused[name] for name in fused)
+            # Debug output names what the lift added, where it added anything.
+            lifts = {c["name"]: c["companion_lift"] for c in candidates if "companion_lift" in c}
+            assert lifts == {
+                name: pytest.approx(expected[name] - fused[name])
+                for name in fused
+                if expected[name] != fused[name]
+            }
         # Every setting but these two lifts something here.
         assert (moved == 0) is (fusion in ({"companion_weight": 0}, {"companion_support": 5}))
 

@@ -112,6 +112,11 @@ class Candidate(BaseModel):
         description="hybrid: the tool's rank by the nearest query it was called for (learned"
         " usage); absent for a tool never called for a like query.",
     )
+    companion_lift: float | None = Field(
+        default=None,
+        description="hybrid: what the leading tools it was called together with added to its"
+        " score; absent where none did.",
+    )
     selected: bool
     reason: str = Field(
         description="core, used (kept from the conversation), selected, over_budget or beyond_k"

@@ -101,7 +101,7 @@ BEGIN
     -- Postings and vectors carry the tool's position: no tool row is read to rank.
     IF p_mode = 'bm25' THEN
         SELECT coalesce(array_agg(
-                   ROW(b.tool_id, b.score, b.terms, b.rnk, NULL, NULL)::toolsift_ranked
+                   ROW(b.tool_id, b.score, b.terms, b.rnk, NULL, NULL, NULL)::toolsift_ranked
                    ORDER BY b.rnk), '{}')
           INTO ranked
           FROM (SELECT s.*, row_number() OVER (ORDER BY s.score DESC, s.position) AS rnk
@@ -282,12 +282,12 @@ BEGIN
         ),
         lifted AS (
             SELECT f.tool_id, f.score + coalesce(c.score, 0) AS score, f.terms, f.bm25_rank,
-                   f.dense_rank, f.usage_rank, f.position
+                   f.dense_rank, f.usage_rank, c.score AS lift, f.position
               FROM fused f LEFT JOIN lift c ON c.tool_id = f.tool_id
         )
         SELECT coalesce(array_agg(
                    ROW(f.tool_id, f.score, f.terms, f.bm25_rank, f.dense_rank,
-                       f.usage_rank)::toolsift_ranked
+                       f.usage_rank, f.lift)::toolsift_ranked
                    ORDER BY f.score DESC, f.position), '{}'),
                (SELECT w.coverage FROM weights w)
           INTO ranked, coverage
@@ -349,7 +349,7 @@ BEGIN
                              ORDER BY x.o)
               INTO c_names, c_positions, c_costs
               FROM unnest(ranked[rank:fetched]) WITH ORDINALITY
-                       AS x(tool_id, score, terms, bm25_rank, dense_rank, usage_rank, o)
+                       AS x(tool_id, score, terms, bm25_rank, dense_rank, usage_rank, lift, o)
               LEFT JOIN public.tools t
                 ON t.tenant_id = p_tenant AND t.id = x.tool_id AND t.deleted_at IS NULL;
         END IF;
@@ -374,7 +374,7 @@ BEGIN
             candidates := candidates || json_strip_nulls(json_build_object(
                 'name', tool.name, 'rank', rank, 'score', r.score, 'matched_terms', r.terms,
                 'bm25_rank', r.bm25_rank, 'dense_rank', r.dense_rank,
-                'usage_rank', r.usage_rank,
+                'usage_rank', r.usage_rank, 'companion_lift', r.lift,
                 'selected', r.tool_id = ANY (pick_ids),
                 'reason', reason))::text;
         ELSIF added >= p_k THEN
