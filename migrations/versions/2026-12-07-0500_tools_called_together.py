@@ -4,8 +4,8 @@ Revision ID: 0032
 Revises: 0031
 Create Date: 2026-12-07 05:00:00+00:00
 
-Each of the fused first `companion_leads` tools (3) looks at the last `companion_window`
-selections it was called for (32, from `tool_calls`); with at least `companion_support` of
+Each of the fused first `companion_leads` tools (3) looks at the selections of its last
+`companion_window` calls (32, from `tool_calls`); with at least `companion_support` of
 them (2), it lifts every other candidate called in some of the same selections, by
 `companion_weight` (0.5) times their share times its own score
 (`toolsift.selection.dense.Fusion`, `lift_companions`; a tenant may set them in
@@ -13,7 +13,7 @@ them (2), it lifts every other candidate called in some of the same selections, 
 the calls are the logs', so the lift forgets what the retention deletes. A tenant without
 reported calls gets the same scores as before; an API from before this release passes no
 `companion_weight` and gets no lift. A tool's latest calls are found by a new index on
-`tool_calls (tenant_id, tool_name, selection_created_at)`. Debug candidates say
+`tool_calls (tenant_id, tool_name, selection_created_at, selection_id)`. Debug candidates say
 `companion_lift`, so `toolsift_ranked` gains the attribute `lift`.
 `toolsift_select` keeps its signature: replaced in place, its grants stay. The text is
 `platform/toolsift/selection/sql/toolsift_select.sql`'s, written out; the way down is 0030's.
@@ -265,7 +265,7 @@ BEGIN
               CROSS JOIN weights w
         ),
         -- Tools called together (hybrid): each of the fused first `companion_leads` tools
-        -- looks at the last `companion_window` selections it was called for; with at least
+        -- looks at the selections of its last `companion_window` calls; with at least
         -- `companion_support`, it lifts every other candidate called in some of them, by
         -- `companion_weight` times their share times its own score (`dense.lift_companions`).
         -- Only candidates move: a tool the caller may not see is never one. The calls are the
@@ -283,13 +283,16 @@ BEGIN
             SELECT l.tool_id, l.score, l.o, c.selection_id, c.selection_created_at,
                    count(*) OVER (PARTITION BY l.tool_id) AS n
               FROM lead l
+              -- Its last calls, read backwards along the index and no further: a tool's
+              -- history in the logs may be long.
               CROSS JOIN LATERAL (
                   SELECT DISTINCT c.selection_created_at, c.selection_id
-                    FROM public.tool_calls c
-                   WHERE c.tenant_id = p_tenant AND c.tool_name = l.name AND c.allowed
-                     AND c.success IS DISTINCT FROM false
-                   ORDER BY c.selection_created_at DESC, c.selection_id DESC
-                   LIMIT f_window::integer) c
+                    FROM (SELECT c.selection_created_at, c.selection_id
+                            FROM public.tool_calls c
+                           WHERE c.tenant_id = p_tenant AND c.tool_name = l.name AND c.allowed
+                             AND c.success IS DISTINCT FROM false
+                           ORDER BY c.selection_created_at DESC, c.selection_id DESC
+                           LIMIT f_window::integer) c) c
         ),
         together AS (
             SELECT t.id AS tool_id, w.o, w.score, w.n, count(DISTINCT w.selection_id) AS shared
@@ -831,9 +834,9 @@ $$
 def upgrade() -> None:
     op.execute("ALTER TYPE toolsift_ranked ADD ATTRIBUTE lift double precision")
     op.create_index(
-        op.f("ix_tool_calls_tenant_id_tool_name_selection_created_at"),
+        op.f("ix_tool_calls_tenant_id_tool_name_selection"),
         "tool_calls",
-        ["tenant_id", "tool_name", "selection_created_at"],
+        ["tenant_id", "tool_name", "selection_created_at", "selection_id"],
         unique=False,
     )
     op.execute(SELECT)
@@ -841,7 +844,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(SELECT_0030)
-    op.drop_index(
-        op.f("ix_tool_calls_tenant_id_tool_name_selection_created_at"), table_name="tool_calls"
-    )
+    op.drop_index(op.f("ix_tool_calls_tenant_id_tool_name_selection"), table_name="tool_calls")
     op.execute("ALTER TYPE toolsift_ranked DROP ATTRIBUTE lift")

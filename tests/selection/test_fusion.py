@@ -105,7 +105,7 @@ class TestLiftCompanions:
         assert lifted[D] == 0.1 + 0.5 * 0.4
         assert lifted[A] == 0.4  # D does not lead, so A is not lifted
 
-    def test_a_lead_counts_its_latest_selections_only(self) -> None:
+    def test_a_lead_counts_the_selections_of_its_latest_calls_only(self) -> None:
         fused = {A: 0.4, B: 0.1}
         # B was called with A once, before A's last two selections.
         selections = {A: ["s1", "s2", "s3", "s4"], B: ["s2"]}

@@ -75,12 +75,13 @@ class ToolCall(TenantScoped, Timestamped, Base):
             name="fk_tool_calls_selection_logs",
         ),
         Index("ix_tool_calls_tenant_id_selection_id", "tenant_id", "selection_id"),
-        # A tool's latest calls: the tools called together with it (`toolsift_select`).
+        # A tool's latest calls, in order: the tools called together with it (`toolsift_select`).
         Index(
-            "ix_tool_calls_tenant_id_tool_name_selection_created_at",
+            "ix_tool_calls_tenant_id_tool_name_selection",
             "tenant_id",
             "tool_name",
             "selection_created_at",
+            "selection_id",
         ),
         {"postgresql_partition_by": "RANGE (selection_created_at)"},
     )

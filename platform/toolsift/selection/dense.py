@@ -40,8 +40,8 @@ class Fusion:
     (docs/quality.md, "The usage list"). A tenant without reported calls has an empty list.
 
     Tools called together lift each other (hybrid): each of the fused first
-    `companion_leads` tools looks at the last `companion_window` selections it was called
-    for (`tool_calls`); with at least `companion_support` of them, it lifts every other
+    `companion_leads` tools looks at the selections of its last `companion_window` calls
+    (`tool_calls`); with at least `companion_support` of them, it lifts every other
     candidate called in some of the same selections, by `companion_weight` times the share
     of those selections times its own score (`lift_companions`). A task that needs
     `create_document` mostly needs `add_paragraph` too, whatever its words say; no tool
@@ -106,9 +106,9 @@ def lift_companions(
 ) -> dict[T, float]:
     """The fused scores with tools called together lifted (see `Fusion`).
 
-    `position` is each candidate's registry position (ties), `selections` the selections
-    each tool was called for, oldest first: a lead counts its last `companion_window`. Lifts
-    add in the leads' order, as `toolsift_select` sums them.
+    `position` is each candidate's registry position (ties), `selections` the selection of
+    each call of each tool, oldest first: a lead counts the selections of its last
+    `companion_window` calls. Lifts add in the leads' order, as `toolsift_select` sums them.
     """
     leads = sorted(fused, key=lambda t: (-fused[t], position[t]))[: fusion.companion_leads]
     lifted = dict(fused)
@@ -116,8 +116,7 @@ def lift_companions(
         return lifted
     lifts: dict[T, float] = {}
     for lead in leads:
-        distinct = list(dict.fromkeys(selections.get(lead, ())))
-        window = set(distinct[-fusion.companion_window :])
+        window = set(selections.get(lead, ())[-fusion.companion_window :])
         if len(window) < fusion.companion_support:
             continue
         for tool in fused:

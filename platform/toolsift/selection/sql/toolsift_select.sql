@@ -234,7 +234,7 @@ BEGIN
               CROSS JOIN weights w
         ),
         -- Tools called together (hybrid): each of the fused first `companion_leads` tools
-        -- looks at the last `companion_window` selections it was called for; with at least
+        -- looks at the selections of its last `companion_window` calls; with at least
         -- `companion_support`, it lifts every other candidate called in some of them, by
         -- `companion_weight` times their share times its own score (`dense.lift_companions`).
         -- Only candidates move: a tool the caller may not see is never one. The calls are the
@@ -252,13 +252,16 @@ BEGIN
             SELECT l.tool_id, l.score, l.o, c.selection_id, c.selection_created_at,
                    count(*) OVER (PARTITION BY l.tool_id) AS n
               FROM lead l
+              -- Its last calls, read backwards along the index and no further: a tool's
+              -- history in the logs may be long.
               CROSS JOIN LATERAL (
                   SELECT DISTINCT c.selection_created_at, c.selection_id
-                    FROM public.tool_calls c
-                   WHERE c.tenant_id = p_tenant AND c.tool_name = l.name AND c.allowed
-                     AND c.success IS DISTINCT FROM false
-                   ORDER BY c.selection_created_at DESC, c.selection_id DESC
-                   LIMIT f_window::integer) c
+                    FROM (SELECT c.selection_created_at, c.selection_id
+                            FROM public.tool_calls c
+                           WHERE c.tenant_id = p_tenant AND c.tool_name = l.name AND c.allowed
+                             AND c.success IS DISTINCT FROM false
+                           ORDER BY c.selection_created_at DESC, c.selection_id DESC
+                           LIMIT f_window::integer) c) c
         ),
         together AS (
             SELECT t.id AS tool_id, w.o, w.score, w.n, count(DISTINCT w.selection_id) AS shared
