@@ -101,22 +101,29 @@ def _baseline_sql(source: str) -> list[str]:
     return statements
 
 
-# The ranked row of a select from before migration 0030, which added `usage_rank`.
-_RANKED_BEFORE_0030 = (
-    "CREATE TYPE toolsift_ranked AS"
-    " (tool_id uuid, score float8, terms text[], bm25_rank integer, dense_rank integer)"
-)
+# The ranked row of a select as each release wrote it: 0030 added `usage_rank`, 0032 `lift`.
+_RANKED = "(tool_id uuid, score float8, terms text[], bm25_rank integer, dense_rank integer"
+
+
+def _ranked_type(statements: list[str]) -> str | None:
+    """The ranked row type a baseline's select was written for, if not today's."""
+    text = "\n".join(statements)
+    if "companion_lift" in text:
+        return None
+    usage = ", usage_rank integer" if "usage_rank" in text else ""
+    return f"CREATE TYPE toolsift_ranked AS {_RANKED}{usage})"
 
 
 def _install_baseline(owner_url: str, statements: list[str]) -> None:
     """The baseline's functions, under their own names, in schema baseline; a baseline from
-    before 0030 gets the ranked row type it was written for there too (plpgsql resolves
+    before 0032 gets the ranked row type it was written for there too (plpgsql resolves
     the type by the search_path, as it does the functions)."""
     with psycopg.connect(owner_url, autocommit=True) as owner:
         owner.execute("CREATE SCHEMA baseline")
         owner.execute("SET search_path = baseline, public")  # CREATE FUNCTION lands there
-        if not any("usage_rank" in statement for statement in statements):
-            owner.execute(_RANKED_BEFORE_0030)
+        ranked = _ranked_type(statements)
+        if ranked is not None:
+            owner.execute(ranked)
             owner.execute("GRANT USAGE ON TYPE toolsift_ranked TO toolsift_app")
         for statement in statements:
             owner.execute(statement)

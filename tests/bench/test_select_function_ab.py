@@ -65,3 +65,23 @@ def test_refuses_a_baseline_without_the_functions(tmp_path: Path, baseline: str)
     )  # fmt: skip
     assert proc.returncode != 0
     assert "toolsift_bm25.sql" in proc.stderr
+
+
+def test_an_older_baseline_gets_the_ranked_row_it_was_written_for() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from select_function_ab import _ranked_type
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    today = (SQL / "toolsift_select.sql").read_text()
+    assert _ranked_type([today]) is None
+    before_0032 = today.replace(", 'companion_lift', r.lift", "")
+    assert _ranked_type([before_0032]) == (
+        "CREATE TYPE toolsift_ranked AS (tool_id uuid, score float8, terms text[],"
+        " bm25_rank integer, dense_rank integer, usage_rank integer)"
+    )
+    before_0030 = before_0032.replace("usage_rank", "")
+    assert _ranked_type([before_0030]) == (
+        "CREATE TYPE toolsift_ranked AS (tool_id uuid, score float8, terms text[],"
+        " bm25_rank integer, dense_rank integer)"
+    )
