@@ -84,8 +84,9 @@ def _without_id(answer: Answer) -> Answer:
 
 def check_case(
     world: World, caller: Caller, body: dict[str, Any], send: Callable[[], Answer]
-) -> None:
-    """Nothing foreign or forbidden in the answer, whatever it is; the same answer twice."""
+) -> Answer:
+    """Nothing foreign or forbidden in the answer, whatever it is; the same answer twice.
+    Returns the answer."""
     first = send()
     status, answer = first
     if status == 200:
@@ -96,6 +97,7 @@ def check_case(
     assert _without_id(second) == _without_id(first), "same input, different output"
     if status == 200:
         assert second[1]["selection_id"] != answer["selection_id"]
+    return first
 
 
 def _settings(cases: int) -> settings:
@@ -114,20 +116,25 @@ def run_in_process(
     embedder: EmbeddingBackend,
     record_property: Callable[[str, object], None],
 ) -> None:
-    cases = 0
+    cases = lifted = 0
 
     @_settings(IN_PROCESS_CASES)
     @given(caller=callers(world), body=requests(world, mode))
     def holds(caller: Caller, body: dict[str, Any]) -> None:
-        nonlocal cases
+        nonlocal cases, lifted
         if caller.roles is not None:
             body = {**body, "roles": caller.roles}
-        check_case(world, caller, body, lambda: select_in_process(database, embedder, caller, body))
+        _, answer = check_case(
+            world, caller, body, lambda: select_in_process(database, embedder, caller, body)
+        )
         cases += 1
+        lifted += any("companion_lift" in c for c in answer.get("candidates") or [])
 
     holds()
     record_property("property_cases", cases)
     assert cases >= IN_PROCESS_CASES
+    # The world's tools called together lift candidates in hybrid: the lift is exercised.
+    assert (lifted > 0) is (mode == "hybrid"), lifted
 
 
 def run_over_http(

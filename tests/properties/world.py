@@ -185,9 +185,37 @@ def _learn(
             )
 
 
+def _call_together(
+    database: Database, tenant_id: UUID, tools: Sequence[ToolFact], rng: random.Random
+) -> None:
+    """Logged selections that called two or three tools each, guarded ones among them, each
+    group more than once: hybrid's leads then lift their companions, which must stay behind
+    each companion's permission like the tool itself."""
+    names = [t.name for t in tools]
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        for _ in range(max(1, len(names) // 3)):
+            group = rng.sample(names, rng.randint(2, 3))
+            for _ in range(rng.randint(2, 4)):
+                session.execute(
+                    text(
+                        "WITH s AS (INSERT INTO selection_logs (tenant_id, id, key_id, roles,"
+                        " mode, format, query, k, budget_tokens, tool_ids, tool_names, details,"
+                        " candidate_count, tokens, catalog_tokens, latency_ms)"
+                        " VALUES (:t, gen_random_uuid(), NULL, '{}', 'hybrid', 'anthropic',"
+                        " 'a task', 5, 4000, '{}', '{}', '[]', 0, 0, 0, 1)"
+                        " RETURNING id, created_at)"
+                        " INSERT INTO tool_calls (tenant_id, id, selection_id,"
+                        " selection_created_at, tool_name, allowed, success)"
+                        " SELECT :t, gen_random_uuid(), s.id, s.created_at, n, true, NULL"
+                        " FROM s, unnest(CAST(:names AS text[])) n"
+                    ),
+                    {"t": tenant_id, "names": group},
+                )
+
+
 def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> TenantWorld:
-    """Permissions, roles with random grants, keys with random roles, a catalog with vectors
-    and learned queries, then a few deletions and a few tools written after the embedding
+    """Permissions, roles with random grants, keys with random roles, a catalog with vectors,
+    learned queries and tools called together, then a few deletions and a few tools written after the embedding
     pass (no vector)."""
     rng = random.Random(seed * 1000 + index)
     with database.unit_of_work(None) as session:
@@ -222,6 +250,7 @@ def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> Te
     first, late = catalog[:tools], [_replace(t, embedded=False) for t in catalog[tools:]]
     _upsert(database, tenant_id, first, seed=index)
     _learn(database, tenant_id, first, rng)
+    _call_together(database, tenant_id, first, rng)
     embed_pending(database, tenant_id)
     _upsert(database, tenant_id, late, seed=index + 100)
     doomed = {t.name for t in rng.sample(first, 3)}
