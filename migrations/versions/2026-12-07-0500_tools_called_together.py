@@ -13,8 +13,9 @@ them (2), it lifts every other candidate called in some of the same selections, 
 the calls are the logs', so the lift forgets what the retention deletes. A tenant without
 reported calls gets the same scores as before; an API from before this release passes no
 `companion_weight` and gets no lift. A tool's latest calls are found by a new index on
-`tool_calls (tenant_id, tool_name, selection_created_at, selection_id)`. Debug candidates say
-`companion_lift`, so `toolsift_ranked` gains the attribute `lift`.
+`tool_calls (tenant_id, tool_name, selection_created_at, selection_id)`. Debug candidates and
+each chosen tool in the log's `details` say `companion_lift`, so `toolsift_ranked` gains the
+attribute `lift`.
 `toolsift_select` keeps its signature: replaced in place, its grants stay. The text is
 `platform/toolsift/selection/sql/toolsift_select.sql`'s, written out; the way down is 0030's.
 """
@@ -421,12 +422,13 @@ BEGIN
            coalesce(array_agg(i.name ORDER BY i.o), '{}') AS names,
            coalesce(json_agg(json_build_object(
                'name', i.name, 'reason', i.reason, 'bm25_rank', i.bm25_rank,
-               'dense_rank', i.dense_rank, 'usage_rank', i.usage_rank) ORDER BY i.o),
+               'dense_rank', i.dense_rank, 'usage_rank', i.usage_rank,
+               'companion_lift', i.lift) ORDER BY i.o),
                '[]') AS details,
            coalesce(sum(i.token_cost), 0)::integer AS tokens
       INTO chosen
       -- Component ranks from the whole ranked list, core and used tools included.
-      FROM (SELECT u.*, x.bm25_rank, x.dense_rank, x.usage_rank,
+      FROM (SELECT u.*, x.bm25_rank, x.dense_rank, x.usage_rank, x.lift,
                    row_number() OVER (ORDER BY u.reason <> 'core', u.position) AS o
               FROM unnest(picks) u
               LEFT JOIN unnest(ranked) x ON x.tool_id = u.id

@@ -506,6 +506,23 @@ class TestToolsCalledTogether:
         # Called for fewer selections than the support asks, nothing leads.
         assert first({"companion_weight": 4.0, "companion_support": 4}) == "order_status"
 
+    def test_the_log_keeps_each_chosen_tool_s_lift(
+        self, support_agent: Caller, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        for i in range(3):
+            report_together(support_agent, f"{TAUGHT} {i}", "order_status", "issue_refund")
+        embed_pending(database, support_agent.tenant_id)
+        body = support_agent.ok(support_agent.select("where is my parcel", k=5, debug=True))
+        shown = {c["name"]: c.get("companion_lift") for c in body["candidates"] if c["selected"]}
+        row = owner_conn.execute(
+            "SELECT details FROM selection_logs WHERE id = %s", (body["selection_id"],)
+        ).fetchone()
+        assert row is not None
+        logged = {d["name"]: d["companion_lift"] for d in row[0]}
+        assert logged == shown
+        assert logged["issue_refund"] > 0
+        assert logged["search_help"] is None  # core, called with nothing
+
     def test_calls_in_other_selections_are_not_together(
         self, admin: Caller, support_agent: Caller, database: Database
     ) -> None:

@@ -164,6 +164,7 @@ class TestComponentRanks:
                 "bm25_rank": 1,
                 "dense_rank": 1,
                 "usage_rank": None,
+                "companion_lift": None,
             }
         ]
         assert candidate_count == len(body["candidates"])

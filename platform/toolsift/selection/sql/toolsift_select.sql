@@ -390,12 +390,13 @@ BEGIN
            coalesce(array_agg(i.name ORDER BY i.o), '{}') AS names,
            coalesce(json_agg(json_build_object(
                'name', i.name, 'reason', i.reason, 'bm25_rank', i.bm25_rank,
-               'dense_rank', i.dense_rank, 'usage_rank', i.usage_rank) ORDER BY i.o),
+               'dense_rank', i.dense_rank, 'usage_rank', i.usage_rank,
+               'companion_lift', i.lift) ORDER BY i.o),
                '[]') AS details,
            coalesce(sum(i.token_cost), 0)::integer AS tokens
       INTO chosen
       -- Component ranks from the whole ranked list, core and used tools included.
-      FROM (SELECT u.*, x.bm25_rank, x.dense_rank, x.usage_rank,
+      FROM (SELECT u.*, x.bm25_rank, x.dense_rank, x.usage_rank, x.lift,
                    row_number() OVER (ORDER BY u.reason <> 'core', u.position) AS o
               FROM unnest(picks) u
               LEFT JOIN unnest(ranked) x ON x.tool_id = u.id
