@@ -309,6 +309,25 @@ def listed(candidates: list[dict[str, Any]], rank: str) -> list[str]:
     return [c["name"] for c in ranked]
 
 
+def served_and_fused(
+    caller: Caller, query: str, fusion: Fusion
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The served hybrid candidates for `query`, and `dense.fuse`'s scores for the same lists
+    (BM25's from a bm25 select, dense's and usage's from the candidates' ranks)."""
+    words = caller.ok(caller.select(query, mode="bm25", k=50, debug=True))["candidates"]
+    served = caller.ok(caller.select(query, k=50, debug=True))
+    candidates: list[dict[str, Any]] = served["candidates"]
+    fused = fuse(
+        [c["name"] for c in words],
+        listed(candidates, "dense_rank"),
+        fusion,
+        bm25_top=words[0]["score"] if words else 0.0,
+        bm25_coverage=served.get("bm25_coverage", 1.0),
+        usage_ids=listed(candidates, "usage_rank"),
+    )
+    return candidates, fused
+
+
 class TestTheUsageList:
     """Hybrid adds a third list: the tools by the nearest query they were called for."""
 
@@ -329,18 +348,8 @@ class TestTheUsageList:
         admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"fusion": fusion}}))
         used = 0
         for query in self.QUERIES:
-            lexical = support_agent.ok(support_agent.select(query, mode="bm25", k=50, debug=True))
-            served = support_agent.ok(support_agent.select(query, k=50, debug=True))
-            candidates = served["candidates"]
+            candidates, expected = served_and_fused(support_agent, query, Fusion(**fusion))
             used += len(listed(candidates, "usage_rank"))
-            expected = fuse(
-                [c["name"] for c in lexical["candidates"]],
-                listed(candidates, "dense_rank"),
-                Fusion(**fusion),
-                bm25_top=lexical["candidates"][0]["score"] if lexical["candidates"] else 0.0,
-                bm25_coverage=served.get("bm25_coverage", 1.0),
-                usage_ids=listed(candidates, "usage_rank"),
-            )
             # Floats compared with ==: the same operations in the same order.
             assert {c["name"]: c["score"] for c in candidates} == expected, query
         # Each query ranks the three taught tools by usage, and only those.
@@ -463,17 +472,7 @@ class TestToolsCalledTogether:
             selections.setdefault(name, []).append(selection_id)
         moved = 0
         for query in self.QUERIES:
-            words = support_agent.ok(support_agent.select(query, mode="bm25", k=50, debug=True))
-            served = support_agent.ok(support_agent.select(query, k=50, debug=True))
-            candidates = served["candidates"]
-            fused = fuse(
-                [c["name"] for c in words["candidates"]],
-                listed(candidates, "dense_rank"),
-                Fusion(**fusion),
-                bm25_top=words["candidates"][0]["score"] if words["candidates"] else 0.0,
-                bm25_coverage=served.get("bm25_coverage", 1.0),
-                usage_ids=listed(candidates, "usage_rank"),
-            )
+            candidates, fused = served_and_fused(support_agent, query, Fusion(**fusion))
             expected = lift_companions(fused, position, selections, Fusion(**fusion))
             # Floats compared with ==: the same operations in the same order.
             assert {c["name"]: c["score"] for c in candidates} == expected, query
