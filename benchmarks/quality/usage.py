@@ -88,7 +88,6 @@ def warm_recall(
             if tool in names and q not in per_tool[names[tool]]:
                 per_tool[names[tool]].append(q)
     kept = {t: qs[-KEPT_PER_TOOL:] for t, qs in per_tool.items()}
-    # Each replayed query is one selection, its relevant tools called in it, in order.
     position = {t: t for t in range(len(tools))}
     documents = with_learned_words(tfs, terms, kept, word_weight)
     scored = tune.rank_bm25(documents, [terms[q] for q in measured], k1=bm25.K1, b=bm25.B)
@@ -111,6 +110,7 @@ def warm_recall(
                 bm25_coverage=r.coverage,
                 usage_ids=usage_ids,
             )
+            # Each replayed query is one selection that called its relevant tools, in order.
             lifted = dense.lift_companions(fused, position, per_tool, fusion)
             rankings[f][q] = sorted(lifted, key=lambda i: (-lifted[i], i))
     return [tune.recall5(prepared, runs, measured) for runs in rankings]

@@ -110,10 +110,10 @@ def lift_companions(
     each call of each tool, oldest first: a lead counts the selections of its last
     `companion_window` calls. Lifts add in the leads' order, as `toolsift_select` sums them.
     """
-    leads = sorted(fused, key=lambda t: (-fused[t], position[t]))[: fusion.companion_leads]
     lifted = dict(fused)
     if fusion.companion_weight <= 0:
         return lifted
+    leads = sorted(fused, key=lambda t: (-fused[t], position[t]))[: fusion.companion_leads]
     lifts: dict[T, float] = {}
     for lead in leads:
         window = set(selections.get(lead, ())[-fusion.companion_window :])

@@ -63,7 +63,7 @@ class FusionSettings(Schema):
         ge=0,
         le=1e6,
         description="How much a leading tool lifts the candidates called together with it"
-        " (the share of its recent selections they were called in, times its score);"
+        " (the share of its last calls' selections they were called in, times its score);"
         " 0 turns it off.",
         **_NUMBER,
     )
@@ -86,7 +86,7 @@ class FusionSettings(Schema):
         ge=1,
         le=1000,
         strict=True,
-        description="How many of a leading tool's latest selections count.",
+        description="How many of a leading tool's latest calls count.",
     )
 
 
