@@ -316,12 +316,9 @@ def _call(url: str, tenant: Tenant, per_tool: int) -> int:
     selection (a tool and the next two by position, so the same tools recur together), as
     agents' reports would leave them; the calls made."""
     together = 3
+    tools = len(tenant.catalog.tools)
+    selections = tools * per_tool // together
     with psycopg.connect(url) as owner:
-        row = owner.execute(
-            "SELECT count(*) FROM tools WHERE tenant_id = %s", (tenant.tenant_id,)
-        ).fetchone()
-        tools = int(row[0]) if row else 0
-        selections = tools * per_tool // together
         owner.execute(
             "INSERT INTO selection_logs (tenant_id, id, key_id, roles, mode, format, query, k,"
             " budget_tokens, tool_ids, tool_names, details, candidate_count, tokens,"
