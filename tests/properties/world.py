@@ -215,8 +215,8 @@ def _call_together(
 
 def build_tenant(database: Database, index: int, *, seed: int, tools: int) -> TenantWorld:
     """Permissions, roles with random grants, keys with random roles, a catalog with vectors,
-    learned queries and tools called together, then a few deletions and a few tools written after the embedding
-    pass (no vector)."""
+    learned queries and tools called together, then a few deletions and a few tools written
+    after the embedding pass (no vector)."""
     rng = random.Random(seed * 1000 + index)
     with database.unit_of_work(None) as session:
         tenant_id = tenant_service.create(
