@@ -10,8 +10,10 @@ weight (`lexical.analysis.LEARNED_WEIGHT`, `LEARNED_TERMS`), and the fused leads
 tools called in the same selections, one per replayed query (`dense.lift_companions`).
 
 Weights are chosen on the tune half alone: its queries are split again by a second hash
-byte, one quarter learned and the other measured (`tuneQ`). `check` then learns the whole
-tune half and measures the check half, as `toolsift eval --warm` does.
+byte, one quarter learned and the other measured (`tuneQ`); with `--folds 2` also the other
+way round (`tuneQ'`), and both pooled (`tune2`), twice the queries to choose on. Each row
+ends with warm BM25 and warm dense, which hybrid should not fall below. `check` then learns
+the whole tune half and measures the check half, as `toolsift eval --warm` does.
 
     python benchmarks/quality/usage.py /path/to/datasets/* --weights 0,0.25,0.5,0.75 \
         --word-weights 0.0625 --companions 0,0.25/3/2,0.5/3/2,0.5/3/1
@@ -22,10 +24,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from itertools import product
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +39,28 @@ from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.lexical.analysis import LEARNED_TERMS, LEARNED_WEIGHT
 from toolsift.selection import bm25, dense
 from toolsift_tooling.eval.dataset import NoQueries, load
+
+
+class Warm(NamedTuple):
+    """recall@5 of one replay: hybrid under each fusion, then warm BM25 and warm dense."""
+
+    hybrid: list[float]
+    bm25: float
+    dense: float
+
+
+def pooled(a: Warm, a_queries: int, b: Warm, b_queries: int) -> Warm:
+    """Two replays' recall@5 over the union of their measured queries (a mean of means,
+    weighted by how many queries each measured)."""
+
+    def mean(x: float, y: float) -> float:
+        return (x * a_queries + y * b_queries) / (a_queries + b_queries)
+
+    return Warm(
+        [mean(x, y) for x, y in zip(a.hybrid, b.hybrid, strict=True)],
+        mean(a.bm25, b.bm25),
+        mean(a.dense, b.dense),
+    )
 
 
 def learns(query_id: str) -> bool:
@@ -51,7 +77,7 @@ def nearest_first(distance: npt.NDArray[np.float64]) -> list[int]:
 def with_learned_words(
     tfs: Sequence[dict[str, float]],
     terms: Sequence[dict[str, int]],
-    kept: dict[int, Sequence[int]],
+    kept: Mapping[int, Sequence[int]],
     weight: float,
     cap: int = LEARNED_TERMS,
 ) -> list[dict[str, float]]:
@@ -79,8 +105,9 @@ def warm_recall(
     measured: Sequence[int],
     fusions: Sequence[dense.Fusion],
     word_weight: float,
-) -> list[float]:
-    """recall@5 of hybrid on `measured` after `learned_from` was replayed, per fusion."""
+) -> Warm:
+    """recall@5 on `measured` after `learned_from` was replayed: hybrid per fusion, and its
+    two components, which the issue's rule holds hybrid to."""
     names = {name: i for i, name in enumerate(prepared.names)}
     per_tool: dict[int, list[int]] = defaultdict(list)
     for q in learned_from:
@@ -93,6 +120,8 @@ def warm_recall(
     scored = tune.rank_bm25(documents, [terms[q] for q in measured], k1=bm25.K1, b=bm25.B)
     lexical = dict(zip(measured, scored, strict=True))
     rankings: list[list[list[int]]] = [[[] for _ in prepared.dataset.queries] for _ in fusions]
+    bm25_runs: list[list[int]] = [[] for _ in prepared.dataset.queries]
+    dense_runs: list[list[int]] = [[] for _ in prepared.dataset.queries]
     for q in measured:
         own = 1.0 - (tools @ queries[q]).astype(np.float64)
         learned = np.full(len(tools), np.inf)
@@ -101,6 +130,7 @@ def warm_recall(
         dense_ids = nearest_first(np.minimum(own, learned))
         usage_ids = nearest_first(learned)
         r = lexical[q]
+        bm25_runs[q], dense_runs[q] = r.ids, dense_ids
         for f, fusion in enumerate(fusions):
             fused = dense.fuse(
                 r.ids,
@@ -113,7 +143,11 @@ def warm_recall(
             # Each replayed query is one selection that called its relevant tools, in order.
             lifted = dense.lift_companions(fused, position, per_tool, fusion)
             rankings[f][q] = sorted(lifted, key=lambda i: (-lifted[i], i))
-    return [tune.recall5(prepared, runs, measured) for runs in rankings]
+    return Warm(
+        [tune.recall5(prepared, runs, measured) for runs in rankings],
+        tune.recall5(prepared, bm25_runs, measured),
+        tune.recall5(prepared, dense_runs, measured),
+    )
 
 
 def companion(spec: str) -> dense.Fusion:
@@ -144,11 +178,18 @@ def main() -> None:
         f" defaults {default.companion_weight}/{default.companion_leads}"
         f"/{default.companion_support}/{default.companion_window})",
     )
+    parser.add_argument(
+        "--folds",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: also learn the other quarter and measure the first (tuneQ'), and pool both",
+    )
     args = parser.parse_args()
     weights = [float(w) for w in args.weights.split(",")]
     word_weights = [float(w) for w in args.word_weights.split(",")]
     companions = [companion(spec) for spec in args.companions.split(",")]
-    print(f"{'usage_weight':<45}" + " ".join(f"{w:>6}" for w in weights))
+    print(f"{'usage_weight':<46}" + " ".join(f"{w:>6}" for w in weights))
     with tune.session(args.cache) as tuner:
         for directory in args.datasets:
             try:
@@ -165,30 +206,32 @@ def main() -> None:
             ids = [q.id for q in prepared.dataset.queries]
             quarter = [q for q in tune_half if learns(ids[q])]
             rest = [q for q in tune_half if not learns(ids[q])]
-            for label, learned_from, measured in (
-                ("tuneQ", quarter, rest),
-                ("check", tune_half, check_half),
-            ):
-                for word_weight, lift in product(word_weights, companions):
-                    fusions = [replace(lift, usage_weight=w) for w in weights]
-                    figures = warm_recall(
-                        prepared,
-                        tfs,
-                        terms,
-                        tools,
-                        queries,
-                        learned_from,
-                        measured,
-                        fusions,
-                        word_weight,
-                    )
-                    cells = " ".join(f"{x:6.3f}" for x in figures)
-                    spec = (
-                        f"{lift.companion_weight}/{lift.companion_leads}"
-                        f"/{lift.companion_support}/{lift.companion_window}"
-                    )
-                    row = f"{directory.name:<17} {label} w{word_weight:<7} c{spec:<12}"
-                    print(f"{row} {cells}", flush=True)
+            for word_weight, lift in product(word_weights, companions):
+                fusions = [replace(lift, usage_weight=w) for w in weights]
+
+                replay = partial(
+                    warm_recall,
+                    prepared,
+                    tfs,
+                    terms,
+                    tools,
+                    queries,
+                    fusions=fusions,
+                    word_weight=word_weight,
+                )
+                rows = [("tuneQ", replay(quarter, rest))]
+                if args.folds == 2:
+                    rows.append(("tuneQ'", replay(rest, quarter)))
+                    rows.append(("tune2", pooled(rows[0][1], len(rest), rows[1][1], len(quarter))))
+                rows.append(("check", replay(tune_half, check_half)))
+                spec = (
+                    f"{lift.companion_weight}/{lift.companion_leads}"
+                    f"/{lift.companion_support}/{lift.companion_window}"
+                )
+                for label, warm in rows:
+                    cells = " ".join(f"{x:6.3f}" for x in warm.hybrid)
+                    row = f"{directory.name:<17} {label:<6} w{word_weight:<7} c{spec:<12}"
+                    print(f"{row} {cells}  bm25 {warm.bm25:.3f} dense {warm.dense:.3f}", flush=True)
 
 
 if __name__ == "__main__":
