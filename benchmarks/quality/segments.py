@@ -1,0 +1,112 @@
+"""What-if: dense over the query's sentences as well as the whole query, in tune.py's loop.
+
+A request of several steps ("Retrieve the SLA of ... Then back up ... Finally, get the
+price of ...") has one vector, an average of its steps, that may be near none of the tools
+it needs. Here each query of two or more sentences (of three words or more) also embeds each
+sentence, and the tools' nearness to those sentences enters hybrid in one of two ways:
+
+- `list=W`: a third list, the tools by their nearest sentence, at W times dense's share
+  (the slot the usage list fills when a tenant has learned usage);
+- `margin=M`: dense ranks a tool by the nearer of the whole query and its nearest sentence
+  plus M.
+
+Cold (nothing learned); recall@5 of hybrid on the tune half, then on the check half.
+
+    python benchmarks/quality/segments.py /path/to/datasets/* --cache /tmp/toolsift-tune
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import tune
+from usage import nearest_first
+
+from toolsift.selection import dense
+from toolsift_tooling.eval.dataset import NoQueries, load
+
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+VARIANTS = ("plain", "list=0.25", "list=0.5", "list=1", "margin=0.03", "margin=0.06", "margin=0.1")
+
+
+def sentences(text: str) -> list[str]:
+    """The query's sentences of three words or more, or none when there is only one."""
+    parts = [p.strip() for p in SENTENCE_END.split(text) if len(p.split()) >= 3]
+    return parts if len(parts) > 1 else []
+
+
+def ranked(
+    variant: str,
+    own: npt.NDArray[np.float64],
+    nearest_sentence: npt.NDArray[np.float64] | None,
+    lexical: tune.Lexical,
+    fusion: dense.Fusion,
+) -> list[int]:
+    """Hybrid's ranking of one query under `variant` (see the module's docstring)."""
+    dense_ids: Sequence[int] = nearest_first(own)
+    third: Sequence[int] = ()
+    if nearest_sentence is not None and variant != "plain":
+        kind, value = variant.split("=")
+        if kind == "list":
+            third = nearest_first(nearest_sentence)
+            fusion = replace(fusion, usage_weight=float(value))
+        else:
+            dense_ids = nearest_first(np.minimum(own, nearest_sentence + float(value)))
+    fused = dense.fuse(
+        lexical.ids,
+        dense_ids,
+        fusion,
+        bm25_top=lexical.scores[0] if lexical.scores else 0.0,
+        bm25_coverage=lexical.coverage,
+        usage_ids=third,
+    )
+    return sorted(fused, key=lambda t: (-fused[t], t))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("datasets", nargs="+", type=Path)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    args = parser.parse_args()
+    print(f"{'dataset':<17} {'half':<5} {'split':>9} " + " ".join(f"{v:>11}" for v in VARIANTS))
+    with tune.session(args.cache) as tuner:
+        for directory in args.datasets:
+            try:
+                prepared = tuner.prepare(load(directory))
+            except NoQueries:
+                continue
+            config = tune.Config()
+            assert tuner.vectors is not None
+            tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])
+            texts = tuner._queries(prepared, config)
+            queries = tuner.vectors.embed(texts)
+            split = [sentences(text) for text in texts]
+            vectors = tuner.vectors.embed([s for parts in split for s in parts])
+            scored = tuner.bm25_scored(prepared, config)
+            runs: dict[str, list[list[int]]] = {v: [] for v in VARIANTS}
+            start = 0
+            for q, parts in enumerate(split):
+                own = 1.0 - (tools @ queries[q]).astype(np.float64)
+                nearest_sentence = None
+                if parts:
+                    mine = vectors[start : start + len(parts)]
+                    nearest_sentence = (1.0 - (tools @ mine.T).astype(np.float64)).min(axis=1)
+                    start += len(parts)
+                for variant in VARIANTS:
+                    runs[variant].append(
+                        ranked(variant, own, nearest_sentence, scored[q], config.fusion)
+                    )
+            multi = sum(1 for parts in split if parts)
+            for label, half in zip(("tune", "check"), tune.halves(prepared.dataset), strict=True):
+                cells = " ".join(f"{tune.recall5(prepared, runs[v], half):11.3f}" for v in VARIANTS)
+                print(f"{directory.name:<17} {label:<5} {multi:>4}/{len(split):<4} {cells}")
+
+
+if __name__ == "__main__":
+    main()
