@@ -97,8 +97,26 @@ def _baseline_sql(source: str) -> list[str]:
                 raise SystemExit(f"{source}: no {name}.sql ({shown.stderr.strip()})")
             text = shown.stdout
         # Created in schema baseline, beside the working tree's in public.
-        statements.append(text.replace("CREATE FUNCTION public.", "CREATE FUNCTION ", 1))
+        text = text.replace("CREATE FUNCTION public.", "CREATE FUNCTION ", 1)
+        statements.append(_with_steps(text) if name == "toolsift_select" else text)
     return statements
+
+
+_LAST_PARAMETER = "    p_elapsed_ms double precision\n)"
+
+
+def _with_steps(select: str) -> str:
+    """A select from before 0033 given today's last parameter, `p_steps`, which it ignores:
+    today's call (21 arguments) would otherwise resolve to today's function in public."""
+    if "\n    p_steps vector[]" in select:
+        return select
+    if _LAST_PARAMETER not in select:
+        raise SystemExit("the baseline's toolsift_select does not end in p_elapsed_ms")
+    return select.replace(
+        _LAST_PARAMETER,
+        "    p_elapsed_ms double precision,\n    p_steps vector[] DEFAULT NULL::vector[]\n)",
+        1,
+    )
 
 
 # The ranked row of a select as each release wrote it: 0030 added `usage_rank`, 0032 `lift`.
@@ -163,8 +181,10 @@ def select_call(
     query: str,
     vectors: dict[str, str] | None = None,
     model: str | None = None,
+    steps: str | None = None,
 ) -> dict[str, Any]:
-    """`_SELECT`'s parameters as the HTTP path passes them: bm25, or hybrid with `vectors`."""
+    """`_SELECT`'s parameters as the HTTP path passes them: bm25, or hybrid with `vectors`
+    (and `steps`, a vector[] literal)."""
     return {
         "tenant_id": tenant.tenant_id, "key_id": tenant.key_id, "key_hash": key_hash,
         "roles": None, "selection_id": uuid.uuid4(), "query": query, "config": "english",
@@ -172,14 +192,20 @@ def select_call(
         "mode": "bm25" if vectors is None else "hybrid",
         "vector": None if vectors is None else vectors[query],
         "model": model, "used": [], "k": 5, "budget": 4000, "format": "anthropic",
-        "debug": False, "elapsed_ms": 0.0,
+        "debug": False, "elapsed_ms": 0.0, "steps": steps,
     }  # fmt: skip
 
 
 def _functions(
-    url: str, tenant: Tenant, rounds: int, calls: int, vectors: dict[str, str] | None = None
+    url: str,
+    tenant: Tenant,
+    rounds: int,
+    calls: int,
+    vectors: dict[str, str] | None = None,
+    steps: int = 0,
 ) -> dict[str, list[float]]:
-    """Database CPU ms per select of each side, one figure per round; hybrid with `vectors`."""
+    """Database CPU ms per select of each side, one figure per round; hybrid with `vectors`,
+    each query with the vectors of the `steps` queries after it as its steps."""
     key_hash = keys.hash_key(tenant.agent_key, PEPPER)
     queries = [q.text for q in tenant.catalog.queries]
     model = None
@@ -193,7 +219,12 @@ def _functions(
     per_select: dict[str, list[float]] = {side: [] for side in SIDES}
 
     def call(query: str) -> dict[str, Any]:
-        return select_call(tenant, key_hash, query, vectors, model)
+        steps_of = None
+        if vectors is not None and steps:
+            after = queries.index(query) + 1
+            chosen = [queries[(after + i) % len(queries)] for i in range(steps)]
+            steps_of = "{" + ",".join(f'"{vectors[q]}"' for q in chosen) + "}"
+        return select_call(tenant, key_hash, query, vectors, model, steps_of)
 
     try:
         for conn, _ in links.values():
@@ -353,9 +384,11 @@ def _hybrid(
     calls: int,
     learned: int,
     called: int = 0,
+    steps: int = 0,
 ) -> None:
     """The same per-call comparison in hybrid mode, on the 1,000-tool tenant, embedded here
-    (with `learned` learned queries per tool, and tools called in `called` selections each)."""
+    (with `learned` learned queries per tool, tools called in `called` selections each, and
+    `steps` step vectors per select)."""
     tenant = next(t for t in measured if t.catalog.name == "big")
     embed_all(database, [tenant])
     backend = get_backend(EmbeddingConfig())
@@ -368,11 +401,12 @@ def _hybrid(
         print(f"{_learn(url, tenant, learned, vectors):,d} learned queries ({learned} per tool)")
     if called:
         print(f"{_call(url, tenant, called):,d} tool calls (each tool in ~{called} selections)")
-    cpu = _functions(url, tenant, rounds, calls, vectors)
+    cpu = _functions(url, tenant, rounds, calls, vectors, steps)
     before, after = cpu["baseline"], cpu["current"]
     ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
+    label = f"hybrid+{steps}" if steps else "hybrid"
     print(
-        f"{tenant.catalog.name:7s} hybrid  {statistics.median(before):11.3f}"
+        f"{tenant.catalog.name:7s} {label:7s} {statistics.median(before):11.3f}"
         f"  {statistics.median(after):10.3f}  {ratio:.3f}"
     )
 
@@ -416,6 +450,12 @@ def main() -> None:
     parser.add_argument(
         "--called", type=int, default=0, help="with --hybrid: logged selections per tool"
     )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="with --hybrid: step vectors per select (a request of several steps)",
+    )
     args = parser.parse_args()
     if args.isolation:
         if args.baseline is not None or args.http_rounds:
@@ -447,7 +487,16 @@ def main() -> None:
                 f"  {ratio:.3f}"
             )
         if args.hybrid:
-            _hybrid(database, plain, measured, args.rounds, args.calls, args.learned, args.called)
+            _hybrid(
+                database,
+                plain,
+                measured,
+                args.rounds,
+                args.calls,
+                args.learned,
+                args.called,
+                args.steps,
+            )
         if args.http_rounds <= 0:
             return
         postgres = postmaster_pid(server)

@@ -2,13 +2,14 @@
 
 A request of several steps ("Retrieve the SLA of ... Then back up ... Finally, get the
 price of ...") has one vector, an average of its steps, that may be near none of the tools
-it needs. Here each query of two or more sentences (of three words or more) also embeds each
-sentence, and the tools' nearness to those sentences enters hybrid in one of two ways:
+it needs. Here each query of `--at-least` sentences of three words or more (4, the product's
+`MIN_STEPS`) also embeds each (`toolsift.selection.query.steps`, at most the first 8), and
+the tools' nearness to those sentences enters hybrid in one of two ways:
 
 - `list=W`: a third list, the tools by their nearest sentence, at W times dense's share
   (the slot the usage list fills when a tenant has learned usage);
 - `margin=M`: dense ranks a tool by the nearer of the whole query and its nearest sentence
-  plus M.
+  plus M (`margin=0` and `--at-least 4` is what the product serves since migration 0033).
 
 Cold (nothing learned); recall@5 of hybrid on the tune half, then on the check half.
 
@@ -18,7 +19,6 @@ Cold (nothing learned); recall@5 of hybrid on the tune half, then on the check h
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,16 +29,10 @@ import tune
 from usage import nearest_first
 
 from toolsift.selection import dense
+from toolsift.selection.query import MIN_STEPS, steps
 from toolsift_tooling.eval.dataset import NoQueries, load
 
-SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
-VARIANTS = ("plain", "list=0.25", "list=0.5", "list=1", "margin=0.03", "margin=0.06", "margin=0.1")
-
-
-def sentences(text: str) -> list[str]:
-    """The query's sentences of three words or more, or none when there is only one."""
-    parts = [p.strip() for p in SENTENCE_END.split(text) if len(p.split()) >= 3]
-    return parts if len(parts) > 1 else []
+VARIANTS = "plain,list=0.25,list=0.5,list=1,margin=0.03,margin=0.06,margin=0.1"
 
 
 def ranked(
@@ -73,8 +67,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument(
+        "--at-least", type=int, default=MIN_STEPS, help="sentences a query must have"
+    )
+    parser.add_argument("--variants", default=VARIANTS, help="comma-separated, `plain` first")
     args = parser.parse_args()
-    print(f"{'dataset':<17} {'half':<5} {'split':>9} " + " ".join(f"{v:>11}" for v in VARIANTS))
+    variants = args.variants.split(",")
+    print(f"{'dataset':<17} {'half':<5} {'split':>9} " + " ".join(f"{v:>11}" for v in variants))
     with tune.session(args.cache) as tuner:
         for directory in args.datasets:
             try:
@@ -86,10 +85,11 @@ def main() -> None:
             tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])
             texts = tuner._queries(prepared, config)
             queries = tuner.vectors.embed(texts)
-            split = [sentences(text) for text in texts]
-            vectors = tuner.vectors.embed([s for parts in split for s in parts])
+            split = [steps(text, args.at_least) for text in texts]
+            flat = [s for parts in split for s in parts]
+            vectors = tuner.vectors.embed(flat) if flat else queries[:0]
             scored = tuner.bm25_scored(prepared, config)
-            runs: dict[str, list[list[int]]] = {v: [] for v in VARIANTS}
+            runs: dict[str, list[list[int]]] = {v: [] for v in variants}
             start = 0
             for q, parts in enumerate(split):
                 own = 1.0 - (tools @ queries[q]).astype(np.float64)
@@ -98,13 +98,13 @@ def main() -> None:
                     mine = vectors[start : start + len(parts)]
                     nearest_sentence = (1.0 - (tools @ mine.T).astype(np.float64)).min(axis=1)
                     start += len(parts)
-                for variant in VARIANTS:
+                for variant in variants:
                     runs[variant].append(
                         ranked(variant, own, nearest_sentence, scored[q], config.fusion)
                     )
             multi = sum(1 for parts in split if parts)
             for label, half in zip(("tune", "check"), tune.halves(prepared.dataset), strict=True):
-                cells = " ".join(f"{tune.recall5(prepared, runs[v], half):11.3f}" for v in VARIANTS)
+                cells = " ".join(f"{tune.recall5(prepared, runs[v], half):11.3f}" for v in variants)
                 print(f"{directory.name:<17} {label:<5} {multi:>4}/{len(split):<4} {cells}")
 
 

@@ -50,7 +50,7 @@ from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedding.service import document_text
 from toolsift.lexical.analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, field_texts
 from toolsift.selection import bm25, dense
-from toolsift.selection.query import build_query
+from toolsift.selection.query import build_query, steps
 from toolsift.selection.schemas import SelectRequest
 from toolsift.selection.service import CANDIDATE_POOL
 from toolsift_tooling.eval.dataset import Dataset, EvalTool, NoQueries, half_of, load
@@ -284,19 +284,31 @@ class Tuner:
         self, prepared: Prepared, config: Config
     ) -> list[tuple[list[int], list[float]]]:
         """Per query: the nearest tool indices and their cosine distances, nearest first."""
-        if self.vectors is None:
-            raise RuntimeError("dense needs the embedding backend")
-        matrix = self.vectors.embed([config.document(t) for t in prepared.dataset.tools])
-        queries = self.vectors.embed(self._queries(prepared, config))
-        similarity = queries @ matrix.T
+        distances = self.distances(prepared, config)
         rankings: list[tuple[list[int], list[float]]] = []
-        positions = np.arange(matrix.shape[0])
-        for row in similarity:
+        positions = np.arange(distances.shape[1])
+        for distance in distances:
             # pgvector orders by cosine distance in float8, then registry position.
-            distance = 1.0 - row.astype(np.float64)
             order = np.lexsort((positions, distance))[:CANDIDATE_POOL]
             rankings.append(([int(i) for i in order], [float(distance[i]) for i in order]))
         return rankings
+
+    def distances(self, prepared: Prepared, config: Config) -> npt.NDArray[np.float64]:
+        """Queries by tools: each tool's cosine distance to the nearest of the query and its
+        steps (`toolsift.selection.query.steps`), as `toolsift_select` measures its own
+        vector."""
+        if self.vectors is None:
+            raise RuntimeError("dense needs the embedding backend")
+        matrix = self.vectors.embed([config.document(t) for t in prepared.dataset.tools])
+        texts = self._queries(prepared, config)
+        distances = 1.0 - (self.vectors.embed(texts) @ matrix.T).astype(np.float64)
+        split = [steps(text) for text in texts]
+        if flat := [s for parts in split for s in parts]:
+            vectors = iter(1.0 - (self.vectors.embed(flat) @ matrix.T).astype(np.float64))
+            for row, parts in enumerate(split):
+                for _ in parts:
+                    np.minimum(distances[row], next(vectors), out=distances[row])
+        return distances
 
     @staticmethod
     def hybrid(

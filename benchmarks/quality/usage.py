@@ -3,11 +3,12 @@
 `toolsift eval --warm` replays one half of a dataset as usage (a select, then a call of each
 relevant tool) and measures the other. This script models the same thing in seconds: a
 learned query is the query text's vector under the tool called (at most 32 per tool, the
-last ones), dense ranks a tool by the nearest of its own vector and its learned ones, the
-usage list ranks the tools by their nearest learned query (`dense.fuse`'s `usage_ids`),
-BM25 counts each tool's learned queries' most frequent words in its document at a word
-weight (`lexical.analysis.LEARNED_WEIGHT`, `LEARNED_TERMS`), and the fused leads lift the
-tools called in the same selections, one per replayed query (`dense.lift_companions`).
+last ones), dense ranks a tool by the nearest of its own vector (to the query or one of its
+steps, `tune.Tuner.distances`) and its learned ones (to the query), the usage list ranks
+the tools by their nearest learned query (`dense.fuse`'s `usage_ids`), BM25 counts each
+tool's learned queries' most frequent words in its document at a word weight
+(`lexical.analysis.LEARNED_WEIGHT`, `LEARNED_TERMS`), and the fused leads lift the tools
+called in the same selections, one per replayed query (`dense.lift_companions`).
 
 Weights are chosen on the tune half alone: its queries are split again by a second hash
 byte, one quarter learned and the other measured (`tuneQ`); with `--folds 2` also the other
@@ -99,7 +100,7 @@ def warm_recall(
     prepared: tune.Prepared,
     tfs: Sequence[dict[str, float]],
     terms: Sequence[dict[str, int]],
-    tools: npt.NDArray[np.float32],
+    own_distances: npt.NDArray[np.float64],
     queries: npt.NDArray[np.float32],
     learned_from: Sequence[int],
     measured: Sequence[int],
@@ -115,7 +116,8 @@ def warm_recall(
             if tool in names and q not in per_tool[names[tool]]:
                 per_tool[names[tool]].append(q)
     kept = {t: qs[-KEPT_PER_TOOL:] for t, qs in per_tool.items()}
-    position = {t: t for t in range(len(tools))}
+    tools = own_distances.shape[1]
+    position = {t: t for t in range(tools)}
     documents = with_learned_words(tfs, terms, kept, word_weight)
     scored = tune.rank_bm25(documents, [terms[q] for q in measured], k1=bm25.K1, b=bm25.B)
     lexical = dict(zip(measured, scored, strict=True))
@@ -123,8 +125,8 @@ def warm_recall(
     bm25_runs: list[list[int]] = [[] for _ in prepared.dataset.queries]
     dense_runs: list[list[int]] = [[] for _ in prepared.dataset.queries]
     for q in measured:
-        own = 1.0 - (tools @ queries[q]).astype(np.float64)
-        learned = np.full(len(tools), np.inf)
+        own = own_distances[q]
+        learned = np.full(tools, np.inf)
         for t, qs in kept.items():
             learned[t] = float(np.min(1.0 - queries[np.array(qs)] @ queries[q]))
         dense_ids = nearest_first(np.minimum(own, learned))
@@ -198,7 +200,7 @@ def main() -> None:
                 continue
             config = tune.Config()
             assert tuner.vectors is not None
-            tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])
+            own_distances = tuner.distances(prepared, config)
             queries = tuner.vectors.embed(tuner._queries(prepared, config))
             tfs = tuner.term_frequencies(prepared, config)
             terms = tuner.query_terms(prepared, config)
@@ -214,7 +216,7 @@ def main() -> None:
                     prepared,
                     tfs,
                     terms,
-                    tools,
+                    own_distances,
                     queries,
                     fusions=fusions,
                     word_weight=word_weight,

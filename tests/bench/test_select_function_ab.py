@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,12 +36,13 @@ def test_compares_a_baseline_s_functions_with_the_current_ones(tmp_path: Path) -
         str(_baseline(tmp_path)),
         "--small-tenants", "2", "--big", "40", "--huge", "80", "--rounds", "2", "--calls", "5",
         "--http-rounds", "1", "--http-seconds", "0.5", "--compare-queries", "4", "--hybrid",
-        "--learned", "2", "--called", "8",
+        "--learned", "2", "--called", "8", "--steps", "2",
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=170, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ratios = re.findall(r"^(big|huge) .* (\d+\.\d+)$", proc.stdout, re.MULTILINE)
     assert [name for name, _ in ratios] == ["big", "huge", "big"]  # the last one hybrid
+    assert re.search(r"^big\s+hybrid\+2 ", proc.stdout, re.MULTILINE)
     assert re.search(r"^80 learned queries .*\n318 tool calls ", proc.stdout, re.MULTILINE)
     runs = re.findall(
         r"^\s+(baseline|current)\s+(\d+) selects/s.*errors (\d+)$", proc.stdout, re.MULTILINE
@@ -67,12 +69,31 @@ def test_refuses_a_baseline_without_the_functions(tmp_path: Path, baseline: str)
     assert "toolsift_bm25.sql" in proc.stderr
 
 
-def test_an_older_baseline_gets_the_ranked_row_it_was_written_for() -> None:
+def _bench() -> Any:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from select_function_ab import _ranked_type
+        import select_function_ab
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
+    return select_function_ab
+
+
+def test_an_older_baseline_takes_the_steps_it_ignores() -> None:
+    """Today's call passes 21 arguments: a 20-argument baseline in schema baseline would
+    lose the call to today's function in public."""
+    with_steps = _bench()._with_steps
+    today = (SQL / "toolsift_select.sql").read_text()
+    assert with_steps(today) == today
+    parameter = ",\n    p_steps vector[] DEFAULT NULL::vector[]\n)"
+    assert today.count(parameter) == 1
+    before_0033 = today.replace(parameter, "\n)")
+    assert with_steps(before_0033) == today
+    with pytest.raises(SystemExit):
+        with_steps(before_0033.replace("p_elapsed_ms", "p_elapsed"))
+
+
+def test_an_older_baseline_gets_the_ranked_row_it_was_written_for() -> None:
+    _ranked_type = _bench()._ranked_type
     today = (SQL / "toolsift_select.sql").read_text()
     assert _ranked_type([today]) is None
     before_0032 = today.replace("companion_lift", "")

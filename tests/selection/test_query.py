@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from toolsift.selection.query import MAX_USED_TOOLS, build_query, used_tools
+from toolsift.selection.query import MAX_STEPS, MAX_USED_TOOLS, build_query, steps, used_tools
 from toolsift.selection.schemas import SelectRequest
 
 
@@ -63,3 +63,42 @@ def test_a_recent_tool_is_a_tool_s_name_not_any_text() -> None:
         SelectRequest.model_validate(
             {"messages": [{"role": "user", "content": "x"}], "task": {"recent_tools": ["w" * 65]}}
         )
+
+
+class TestSteps:
+    def test_four_sentences_of_three_words_or_more_are_steps(self) -> None:
+        text = "Find the weather in Paris. Book a table for two! Is the museum open? Email my team."
+        assert steps(text) == [
+            "Find the weather in Paris.",
+            "Book a table for two!",
+            "Is the museum open?",
+            "Email my team.",
+        ]
+
+    def test_fewer_are_one_request(self) -> None:
+        assert steps("We are building an app. We need a model that labels photos.") == []
+        assert steps("Find the weather in Paris. Book a table for two. Email my team.") == []
+
+    def test_short_sentences_are_not_steps(self) -> None:
+        text = "Hi there. Find the weather in Paris. Thanks! Book a table for two. Email my team."
+        assert steps(text) == []
+        assert steps(text + " Then call a taxi.") == [
+            "Find the weather in Paris.",
+            "Book a table for two.",
+            "Email my team.",
+            "Then call a taxi.",
+        ]
+
+    def test_semicolons_split_and_only_the_first_are_kept(self) -> None:
+        text = "; ".join(f"then do step number {i}" for i in range(MAX_STEPS + 3))
+        found = steps(text)
+        assert len(found) == MAX_STEPS
+        assert found[0] == "then do step number 0;"
+        assert found[-1] == f"then do step number {MAX_STEPS - 1};"
+
+    def test_a_number_or_a_name_with_dots_does_not_split(self) -> None:
+        text = (
+            "Pay 3.50 euros at example.com now. Find the weather in Paris. Book a table now."
+            " Email my team."
+        )
+        assert steps(text)[0] == "Pay 3.50 euros at example.com now."

@@ -79,3 +79,28 @@ def used_tools(request: SelectRequest) -> list[str]:
     # The most recent few: a body of thousands of names cost a select 30 times its usual
     # time, and no turn's prompt keeps that many used tools anyway.
     return list(dict.fromkeys(valid))[:MAX_USED_TOOLS]
+
+
+#: A request is read as steps from this many sentences on (docs/quality.md, "Steps").
+MIN_STEPS = 4
+#: Sentences shorter than this many words ("Thanks.", "Please help.") are not steps.
+MIN_STEP_WORDS = 3
+#: Steps embedded at most, the first ones: each costs the select one more embedding.
+MAX_STEPS = 8
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def steps(query: str, min_steps: int = MIN_STEPS) -> list[str]:
+    """The query's sentences when it reads as several steps, or none.
+
+    A request of several steps ("Look up the SLA ... Then back up ... Finally, get the price
+    of ...") has one vector, an average of its steps, that may be near none of the tools they
+    need; dense also measures each step. Two or three sentences are mostly a scene and an ask
+    ("We are building an app ... We need a model that ..."), where the scene misleads.
+    """
+    parts = [
+        p
+        for p in (s.strip() for s in _SENTENCE_END.split(query))
+        if len(p.split()) >= MIN_STEP_WORDS
+    ]
+    return parts[:MAX_STEPS] if len(parts) >= min_steps else []

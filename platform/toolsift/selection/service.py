@@ -27,7 +27,7 @@ from ..lexical.analysis import TEXT_SEARCH_CONFIG
 from ..models import Tool
 from ..tools.schemas import TOOL_NAME_PATTERN
 from . import bm25, dense
-from .query import build_query, used_tools
+from .query import build_query, steps, used_tools
 from .schemas import AuthorizeRequest, AuthorizeResponse, SelectRequest, SelectResponse
 
 _log = logging.getLogger(__name__)
@@ -42,9 +42,10 @@ _SELECT = """
     SELECT toolsift_select(
         %(tenant_id)s::uuid, %(key_id)s::uuid, %(key_hash)s::text, %(roles)s::text[],
         %(selection_id)s::uuid, %(query)s::text, %(config)s::regconfig, %(k1)s::float8,
-        %(b)s::float8, %(fusion)s::jsonb, %(pool)s::integer, %(mode)s::text, %(vector)s::vector, %(model)s::text,
-        %(used)s::text[], %(k)s::integer, %(budget)s::integer, %(format)s::text,
-        %(debug)s::boolean, %(elapsed_ms)s::float8)
+        %(b)s::float8, %(fusion)s::jsonb, %(pool)s::integer, %(mode)s::text,
+        %(vector)s::vector, %(model)s::text, %(used)s::text[], %(k)s::integer,
+        %(budget)s::integer, %(format)s::text, %(debug)s::boolean, %(elapsed_ms)s::float8,
+        %(steps)s::vector[])
 """
 # The fusion's defaults, as SQL reads them: a tenant's own `fusion` setting overrides them.
 _FUSION = Jsonb(dense.DEFAULTS)
@@ -151,7 +152,7 @@ class SelectionService:
                 # Stored vectors of the query's model have another dimension (the model's
                 # dimension was changed under the same name): BM25 serves, and it is said.
                 _log.error("dense search off for tenant %s: %s", key.tenant_id, error)
-                call["vector"], call["model"] = None, ""
+                call["vector"], call["model"], call["steps"] = None, "", None
                 cursor = await conn.execute(_SELECT, call)
             except psycopg.errors.SerializationFailure:
                 # The select reads one snapshot (REPEATABLE READ): its log row's check of the
@@ -220,6 +221,7 @@ class SelectionService:
             "mode": request.mode,
             "vector": None,
             "model": None,
+            "steps": None,
             "used": used_tools(request),
             "k": request.k,
             "budget": request.budget_tokens,
@@ -275,18 +277,24 @@ class SelectionService:
             embedder.rests_until = time.monotonic() + _EMBEDDER_REST_SECONDS
             return
         call["vector"], call["model"] = found["vector"], found["model"]
+        call["steps"] = found.get("steps")
 
     def _embed(self, call: dict[str, Any], embedder: EmbeddingBackend) -> None:
-        """Add the query vector and its model to the call.
+        """Add the query vector and its model to the call, and its steps' vectors where the
+        request reads as several steps (one batch).
 
         A missing backend (the caller's test) or an embedding failure leaves dense out
         (BM25 still serves in hybrid): a select never fails for want of vectors.
         """
+        texts = [call["query"], *steps(call["query"])]
         try:
-            vector = embedder.embed([call["query"]])[0]
+            vector, *step_vectors = embedder.embed(texts)
         except EmbeddingError:
             return
         call["vector"], call["model"] = vector_literal(vector), embedder.model
+        if step_vectors:
+            # One array literal: a text[] parameter has no cast to vector[].
+            call["steps"] = "{" + ",".join(f'"{vector_literal(v)}"' for v in step_vectors) + "}"
 
     def authorize(
         self, session: Session, principal: Principal, request: AuthorizeRequest

@@ -3,7 +3,9 @@
 -- scored by BM25 and by the vector, the lists are fused (`fusion` settings, see
 -- toolsift.selection.dense.Fusion), the tools are taken within the token budget (core tools
 -- first, then the conversation's, then by rank), and the turn is logged. Returns the served
--- JSON: definitions in registry order, so the prompt-cache prefix survives.
+-- JSON: definitions in registry order, so the prompt-cache prefix survives. `p_steps` are
+-- the vectors of the request's steps (`toolsift.selection.query.steps`, of p_vector's
+-- model), NULL where it reads as one; an API from before migration 0033 passes none.
 CREATE FUNCTION public.toolsift_select(
     p_tenant uuid,
     p_key uuid,
@@ -24,7 +26,8 @@ CREATE FUNCTION public.toolsift_select(
     p_budget integer,
     p_format text,
     p_debug boolean,
-    p_elapsed_ms double precision
+    p_elapsed_ms double precision,
+    p_steps vector[] DEFAULT NULL::vector[]
 )
 RETURNS text
 LANGUAGE plpgsql
@@ -164,9 +167,15 @@ BEGIN
              WHERE p_mode = 'hybrid'
         ),
         -- Vectors of another model than the tenant serves never mix in (a switch is on).
-        -- The tools nearest by their own vector, cut to the pool.
+        -- The tools nearest by their own vector, cut to the pool: to the query's, or to the
+        -- nearest of it and its steps' (a request of several steps is near none of its
+        -- tools as a whole; docs/quality.md, "Steps").
         own AS (
-            SELECT e.tool_id, e.embedding <=> p_vector AS distance, e.position
+            SELECT e.tool_id,
+                   CASE WHEN p_steps IS NULL THEN e.embedding <=> p_vector
+                        ELSE (SELECT min(e.embedding <=> v)
+                                FROM unnest(array_prepend(p_vector, p_steps)) v) END AS distance,
+                   e.position
               FROM public.tool_embeddings e
              WHERE e.tenant_id = p_tenant AND e.model = p_model
                AND p_model = served AND p_vector IS NOT NULL
