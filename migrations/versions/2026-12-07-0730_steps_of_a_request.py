@@ -478,6 +478,9 @@ BEGIN
         || ',"tokens":' || chosen.tokens
         || ',"budget_tokens":' || p_budget
         || CASE WHEN p_debug THEN ',"query":' || to_json(p_query)::text
+                    || CASE WHEN p_steps IS NOT NULL AND p_vector IS NOT NULL
+                                 AND p_model = served AND p_mode <> 'bm25'
+                            THEN ',"steps":' || cardinality(p_steps) ELSE '' END
                     || ',"candidates":[' || array_to_string(candidates, ',') || ']'
                     || CASE WHEN coverage IS NOT NULL
                             THEN ',"bm25_coverage":' || coverage ELSE '' END

@@ -77,6 +77,7 @@ def _similarities(texts: list[str], tools: dict[str, np.ndarray]) -> dict[str, f
 
 def _dense_scores(caller: Caller, content: str) -> dict[str, float]:
     body = caller.ok(caller.select(content, mode="dense", k=50, debug=True))
+    assert body.get("steps") == (len(steps(_query(content))) or None)
     return {c["name"]: c["score"] for c in body["candidates"]}
 
 
@@ -110,6 +111,17 @@ class TestSteps:
         assert set(sorted(whole, key=lambda t: -whole[t])[:4]) != four
         for mode in ("dense", "hybrid"):
             assert set(planner.names(PLAN, mode=mode, k=4)) == four, mode
+
+    def test_debug_output_says_how_many_steps_dense_measured(self, planner: Caller) -> None:
+        def debug(content: str, mode: str) -> dict[str, Any]:
+            body: dict[str, Any] = planner.ok(planner.select(content, mode=mode, debug=True))
+            return body
+
+        assert debug(PLAN, "hybrid")["steps"] == 4
+        assert "steps" not in debug(PLAN, "bm25")
+        assert "steps" not in planner.ok(planner.select(PLAN, mode="dense"))
+        eight = " ".join(f"Then do task number {i} now." for i in range(12))
+        assert debug(eight, "dense")["steps"] == 8
 
     def test_a_step_never_reaches_a_tool_the_caller_may_not_use(
         self, planner: Caller, admin: Caller

@@ -131,6 +131,13 @@ class SelectResponse(BaseModel):
     tokens: int
     budget_tokens: int
     query: str | None = Field(default=None, description="The query that was scored (debug only).")
+    steps: int | None = Field(
+        default=None,
+        description=(
+            "dense/hybrid, debug only: the request's steps dense also measured (a query of"
+            " four or more sentences, at most 8); absent where it read as one request."
+        ),
+    )
     candidates: list[Candidate] | None = None
     bm25_coverage: float | None = Field(
         default=None,
