@@ -209,7 +209,7 @@ BEGIN
         -- Vectors of another model than the tenant serves never mix in (a switch is on).
         -- The tools nearest by their own vector, cut to the pool: to the query's, or to the
         -- nearest of it and its steps' (a request of several steps is near none of its
-        -- tools as a whole; docs/quality.md, "Steps").
+        -- tools as a whole; docs/quality.md, "Steps of a request").
         own AS (
             SELECT e.tool_id,
                    CASE WHEN p_steps IS NULL THEN e.embedding <=> p_vector

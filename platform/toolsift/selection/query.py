@@ -81,7 +81,7 @@ def used_tools(request: SelectRequest) -> list[str]:
     return list(dict.fromkeys(valid))[:MAX_USED_TOOLS]
 
 
-#: A request is read as steps from this many sentences on (docs/quality.md, "Steps").
+#: A request is read as steps from this many sentences on (docs/quality.md, "Steps of a request").
 MIN_STEPS = 4
 #: Sentences shorter than this many words ("Thanks.", "Please help.") are not steps.
 MIN_STEP_WORDS = 3
