@@ -1,0 +1,142 @@
+"""What-if: a linear query adapter learned from usage, in usage.py's loop (not adopted).
+
+Learned queries (migration 0027) help a tool only once it has been called. An adapter could
+carry what usage teaches to the tools never called: a matrix W fitted on the replayed
+(query vector, called tool's own vector) pairs by ridge regression toward the identity,
+
+    W = (XᵀX + λI)⁻¹ (XᵀY + λI),
+
+with the query and each of its steps mapped through W (and normalised) before dense measures
+the tools' own vectors; learned queries are still compared with the query itself. Each row
+prints warm hybrid recall@5 (and warm dense) on tuneQ, tuneQ' and check, as `usage.py
+--folds 2` splits them, for λ = 0 (no adapter, what is served) and each `--lambdas`. With
+`--uncalled`, only the tools no replayed query called are measured through the adapter.
+
+    python benchmarks/quality/adapter.py /path/to/datasets/* --lambdas 1,3,10,30
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import tune
+import usage
+
+from toolsift.selection import dense
+from toolsift.selection.query import steps
+from toolsift_tooling.eval.dataset import NoQueries, load
+
+Matrix = npt.NDArray[np.float64]
+
+
+def fit(queries: Matrix, targets: Matrix, ridge: float) -> Matrix:
+    """Ridge regression of the called tools' vectors on the queries', shrunk toward the
+    identity so that few pairs leave the query nearly as it was."""
+    eye = np.eye(queries.shape[1])
+    return np.linalg.solve(queries.T @ queries + ridge * eye, queries.T @ targets + ridge * eye)
+
+
+@dataclass
+class Data:
+    """One dataset's vectors, as the loop measures them."""
+
+    prepared: tune.Prepared
+    tools: Matrix
+    queries: Matrix
+    steps: list[Matrix]
+    own: Matrix
+
+    def adapted(self, learned: list[int], ridge: float, *, uncalled: bool) -> Matrix:
+        """Queries by tools: each tool's distance to the nearest of the query and its steps,
+        all mapped through the adapter fitted on `learned`."""
+        position = {name: i for i, name in enumerate(self.prepared.names)}
+        pairs = [
+            (q, position[name])
+            for q in learned
+            for name in self.prepared.dataset.queries[q].relevant
+            if name in position
+        ]
+        w = fit(self.queries[[q for q, _ in pairs]], self.tools[[t for _, t in pairs]], ridge)
+        distances = np.empty_like(self.own)
+        for row, step_vectors in enumerate(self.steps):
+            mapped = np.vstack([self.queries[row : row + 1], step_vectors]) @ w
+            mapped /= np.linalg.norm(mapped, axis=1, keepdims=True)
+            distances[row] = (1.0 - mapped @ self.tools.T).min(axis=0)
+        if uncalled:
+            called = sorted({t for _, t in pairs})
+            distances[:, called] = self.own[:, called]
+        return distances
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("datasets", nargs="+", type=Path)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--lambdas", default="1,3,10,30")
+    parser.add_argument("--uncalled", action="store_true", help="adapt only never-called tools")
+    args = parser.parse_args()
+    ridges = [0.0] + [float(x) for x in args.lambdas.split(",")]
+    fusion = dense.Fusion()
+    with tune.session(args.cache) as tuner:
+        for directory in args.datasets:
+            try:
+                prepared = tuner.prepare(load(directory))
+            except NoQueries:
+                continue
+            config = tune.Config()
+            assert tuner.vectors is not None
+            texts = tuner._queries(prepared, config)
+            raw = tuner.vectors.embed(texts)
+            data = Data(
+                prepared,
+                tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools]).astype(
+                    np.float64
+                ),
+                raw.astype(np.float64),
+                [
+                    tuner.vectors.embed(parts).astype(np.float64)
+                    if parts
+                    else np.empty((0, raw.shape[1]))
+                    for parts in (steps(text) for text in texts)
+                ],
+                tuner.distances(prepared, config),
+            )
+            tfs = tuner.term_frequencies(prepared, config)
+            terms = tuner.query_terms(prepared, config)
+            tune_half, check_half = tune.halves(prepared.dataset)
+            ids = [q.id for q in prepared.dataset.queries]
+            quarter = [q for q in tune_half if usage.learns(ids[q])]
+            rest = [q for q in tune_half if not usage.learns(ids[q])]
+            for ridge in ridges:
+                cells = []
+                for label, learned, measured in (
+                    ("tuneQ", quarter, rest),
+                    ("tuneQ'", rest, quarter),
+                    ("check", tune_half, check_half),
+                ):
+                    distances = (
+                        data.own
+                        if ridge == 0
+                        else data.adapted(learned, ridge, uncalled=args.uncalled)
+                    )
+                    warm = usage.warm_recall(
+                        prepared,
+                        tfs,
+                        terms,
+                        distances,
+                        raw,
+                        learned,
+                        measured,
+                        fusions=[fusion],
+                        word_weight=usage.LEARNED_WEIGHT,
+                    )
+                    cells.append(f"{label} {warm.hybrid[0]:.3f} (dense {warm.dense:.3f})")
+                print(f"{directory.name:<17} λ {ridge:<4g} " + "  ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
