@@ -28,7 +28,6 @@ import usage
 
 from toolsift.selection import dense
 from toolsift.selection.query import steps
-from toolsift_tooling.eval.dataset import NoQueries, load
 
 Matrix = npt.NDArray[np.float64]
 
@@ -82,11 +81,7 @@ def main() -> None:
     ridges = [0.0] + [float(x) for x in args.lambdas.split(",")]
     fusion = dense.Fusion()
     with tune.session(args.cache) as tuner:
-        for directory in args.datasets:
-            try:
-                prepared = tuner.prepare(load(directory))
-            except NoQueries:
-                continue
+        for directory, prepared in tune.each_dataset(tuner, args.datasets):
             config = tune.Config()
             assert tuner.vectors is not None
             texts = tuner._queries(prepared, config)

@@ -30,7 +30,6 @@ from usage import nearest_first
 
 from toolsift.selection import dense
 from toolsift.selection.query import MIN_STEPS, steps
-from toolsift_tooling.eval.dataset import NoQueries, load
 
 VARIANTS = "plain,list=0.25,list=0.5,list=1,margin=0.03,margin=0.06,margin=0.1"
 
@@ -75,11 +74,7 @@ def main() -> None:
     variants = args.variants.split(",")
     print(f"{'dataset':<17} {'half':<5} {'split':>9} " + " ".join(f"{v:>11}" for v in variants))
     with tune.session(args.cache) as tuner:
-        for directory in args.datasets:
-            try:
-                prepared = tuner.prepare(load(directory))
-            except NoQueries:
-                continue
+        for directory, prepared in tune.each_dataset(tuner, args.datasets):
             config = tune.Config()
             assert tuner.vectors is not None
             tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])

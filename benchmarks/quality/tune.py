@@ -37,7 +37,7 @@ import json
 import os
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -379,6 +379,16 @@ def baselines(directory: Path) -> dict[str, float]:
     return {k: v["recall@5"] for k, v in results.items() if k.startswith("baseline_")}
 
 
+def each_dataset(tuner: Tuner, directories: Iterable[Path]) -> Iterator[tuple[Path, Prepared]]:
+    """Each dataset folder with its prepared data, skipping those with no queries (a
+    catalog alone, such as `mcp_registry_catalog`)."""
+    for directory in directories:
+        try:
+            yield directory, tuner.prepare(load(directory))
+        except NoQueries:
+            continue
+
+
 @contextlib.contextmanager
 def session(cache: Path, *, embeddings: bool = True) -> Any:
     with tempfile.TemporaryDirectory(prefix="toolsift-tune-") as work:
@@ -418,11 +428,7 @@ def main() -> None:
         ),
     )
     with session(args.cache, embeddings=bool({"dense", "hybrid"} & set(modes))) as tuner:
-        for directory in args.datasets:
-            try:
-                prepared = tuner.prepare(load(directory))
-            except NoQueries:
-                continue
+        for directory, prepared in each_dataset(tuner, args.datasets):
             scores = evaluate(tuner, prepared, config, modes)
             recorded = baselines(directory)
             cells = [f"{m} {a:.3f} ({t:.3f}/{c:.3f})" for m, (a, t, c) in scores.items()]

@@ -39,7 +39,6 @@ import tune
 from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.lexical.analysis import LEARNED_TERMS, LEARNED_WEIGHT
 from toolsift.selection import bm25, dense
-from toolsift_tooling.eval.dataset import NoQueries, load
 
 
 class Warm(NamedTuple):
@@ -193,11 +192,7 @@ def main() -> None:
     companions = [companion(spec) for spec in args.companions.split(",")]
     print(f"{'usage_weight':<46}" + " ".join(f"{w:>6}" for w in weights))
     with tune.session(args.cache) as tuner:
-        for directory in args.datasets:
-            try:
-                prepared = tuner.prepare(load(directory))
-            except NoQueries:
-                continue
+        for directory, prepared in tune.each_dataset(tuner, args.datasets):
             config = tune.Config()
             assert tuner.vectors is not None
             own_distances = tuner.distances(prepared, config)
