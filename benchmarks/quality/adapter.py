@@ -26,6 +26,7 @@ import numpy.typing as npt
 import tune
 import usage
 
+from toolsift.lexical.analysis import LEARNED_WEIGHT
 from toolsift.selection import dense
 from toolsift.selection.query import steps
 
@@ -60,15 +61,21 @@ class Data:
             if name in position
         ]
         w = fit(self.queries[[q for q, _ in pairs]], self.tools[[t for _, t in pairs]], ridge)
-        distances = np.empty_like(self.own)
+        distances = self._distances(self.queries, w)
         for row, step_vectors in enumerate(self.steps):
-            mapped = np.vstack([self.queries[row : row + 1], step_vectors]) @ w
-            mapped /= np.linalg.norm(mapped, axis=1, keepdims=True)
-            distances[row] = (1.0 - mapped @ self.tools.T).min(axis=0)
+            if len(step_vectors):
+                nearest_step = self._distances(step_vectors, w).min(axis=0)
+                np.minimum(distances[row], nearest_step, out=distances[row])
         if uncalled:
             called = sorted({t for _, t in pairs})
             distances[:, called] = self.own[:, called]
         return distances
+
+    def _distances(self, vectors: Matrix, w: Matrix) -> Matrix:
+        """Cosine distances of the mapped vectors to every tool."""
+        mapped = vectors @ w
+        mapped /= np.linalg.norm(mapped, axis=1, keepdims=True)
+        return 1.0 - mapped @ self.tools.T
 
 
 def main() -> None:
@@ -127,7 +134,7 @@ def main() -> None:
                         learned,
                         measured,
                         fusions=[fusion],
-                        word_weight=usage.LEARNED_WEIGHT,
+                        word_weight=LEARNED_WEIGHT,
                     )
                     cells.append(f"{label} {warm.hybrid[0]:.3f} (dense {warm.dense:.3f})")
                 print(f"{directory.name:<17} λ {ridge:<4g} " + "  ".join(cells), flush=True)
