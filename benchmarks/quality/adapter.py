@@ -81,7 +81,7 @@ class Data:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     parser.add_argument("--lambdas", default="1,3,10,30")
     parser.add_argument("--uncalled", action="store_true", help="adapt only never-called tools")
     args = parser.parse_args()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +41,7 @@ NO_TOOL_TURNS = (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "toolsift-tune")
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     args = parser.parse_args()
     config = tune.Config()
     print(

@@ -346,7 +346,7 @@ def parse_variant(text: str) -> Variant:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     parser.add_argument("--only", required=True, help="variants separated by ';'")
     parser.add_argument("--halves", action="store_true")
     parser.add_argument(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -141,7 +140,7 @@ def evaluate(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "toolsift-tune")
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     args = parser.parse_args()
     with tune.session(args.cache) as tuner:
         for directory in args.datasets:

@@ -246,7 +246,7 @@ def grid() -> list[Variant]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     parser.add_argument("--only", default="", help="variants separated by ';' (default: grid)")
     parser.add_argument("--halves", action="store_true", help="also print tune/check halves")
     args = parser.parse_args()

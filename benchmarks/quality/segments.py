@@ -65,7 +65,7 @@ def ranked(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     parser.add_argument(
         "--at-least", type=int, default=MIN_STEPS, help="sentences a query must have"
     )

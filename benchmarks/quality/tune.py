@@ -56,6 +56,8 @@ from toolsift.selection.service import CANDIDATE_POOL
 from toolsift_tooling.eval.dataset import Dataset, EvalTool, NoQueries, half_of, load
 from toolsift_tooling.eval.metrics import Outcome, summarise
 
+#: Where the quality scripts keep the vectors they embedded, shared by all of them.
+CACHE = Path(tempfile.gettempdir()) / "toolsift-tune"
 KS = (1, 3, 5, 10)
 DEPTH = max(KS)
 FIELDS = [f.name for f in fields(FieldWeights)]
@@ -404,7 +406,7 @@ def session(cache: Path, *, embeddings: bool = True) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "toolsift-tune")
+    parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--modes", default="bm25,dense,hybrid")
     parser.add_argument("--k1", type=float, default=bm25.K1)
     parser.add_argument("--b", type=float, default=bm25.B)

@@ -166,7 +166,7 @@ def companion(spec: str) -> dense.Fusion:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", type=Path)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/toolsift-tune"))
+    parser.add_argument("--cache", type=Path, default=tune.CACHE)
     parser.add_argument("--weights", default="0,0.25,0.5,0.75", help="usage_weight values")
     parser.add_argument(
         "--word-weights", default=f"0,{LEARNED_WEIGHT}", help="learned words' weights, one row each"
