@@ -27,8 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tune
 
-from toolsift_tooling.eval.dataset import NoQueries, load
-
 NO_TOOL_TURNS = (
     "thanks!", "thank you, that's all", "hello", "hi there", "ok", "okay great", "lol",
     "yes, do it", "no", "sounds good", "bye", "cool", "what do you think?", "hmm",
@@ -51,12 +49,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     with tune.session(args.cache) as tuner:
         assert tuner.vectors is not None
-        for directory in args.datasets:
-            try:
-                dataset = load(directory)
-            except NoQueries:
-                continue
-            prepared = tuner.prepare(dataset)
+        for directory, prepared in tune.each_dataset(tuner, args.datasets):
+            dataset = prepared.dataset
             documents = tuner.vectors.embed([config.document(t) for t in dataset.tools])
             queries = tuner.vectors.embed([tune.query_of(q.text) for q in dataset.queries])
             similarity = queries @ documents.T

@@ -11,6 +11,10 @@ the tools' nearness to those sentences enters hybrid in one of two ways:
 - `margin=M`: dense ranks a tool by the nearer of the whole query and its nearest sentence
   plus M (`margin=0` and `--at-least 4` is what the product serves since migration 0033).
 
+`--split clauses` reads a query's clauses as its steps instead: it also cuts at commas and
+at "and" and "then" ("Generate a report of bitcoin and save it in /root/bitcoin.md"), for
+the requests of one sentence and two asks.
+
 Cold (nothing learned); recall@5 of hybrid on the tune half, then on the check half.
 
     python benchmarks/quality/segments.py /path/to/datasets/* --cache /tmp/toolsift-tune
@@ -19,6 +23,7 @@ Cold (nothing learned); recall@5 of hybrid on the tune half, then on the check h
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,9 +34,18 @@ import tune
 from usage import nearest_first
 
 from toolsift.selection import dense
-from toolsift.selection.query import MIN_STEPS, steps
+from toolsift.selection.query import MAX_STEPS, MIN_STEP_WORDS, MIN_STEPS, steps
 
 VARIANTS = "plain,list=0.25,list=0.5,list=1,margin=0.03,margin=0.06,margin=0.1"
+_CLAUSE_END = re.compile(r"[.!?;]+(?:\s+|$)|,\s+|\s+(?:and then|then|and)\s+")
+
+
+def clauses(query: str, min_steps: int) -> list[str]:
+    """`steps` with clauses for sentences: the same word floor and cap."""
+    parts = [
+        p for p in (c.strip() for c in _CLAUSE_END.split(query)) if len(p.split()) >= MIN_STEP_WORDS
+    ]
+    return parts[:MAX_STEPS] if len(parts) >= min_steps else []
 
 
 def ranked(
@@ -70,7 +84,9 @@ def main() -> None:
         "--at-least", type=int, default=MIN_STEPS, help="sentences a query must have"
     )
     parser.add_argument("--variants", default=VARIANTS, help="comma-separated, `plain` first")
+    parser.add_argument("--split", choices=("sentences", "clauses"), default="sentences")
     args = parser.parse_args()
+    split_of = steps if args.split == "sentences" else clauses
     variants = args.variants.split(",")
     print(f"{'dataset':<17} {'half':<5} {'split':>9} " + " ".join(f"{v:>11}" for v in variants))
     with tune.session(args.cache) as tuner:
@@ -80,7 +96,7 @@ def main() -> None:
             tools = tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools])
             texts = tuner._queries(prepared, config)
             queries = tuner.vectors.embed(texts)
-            split = [steps(text, args.at_least) for text in texts]
+            split = [split_of(text, args.at_least) for text in texts]
             flat = [s for parts in split for s in parts]
             vectors = tuner.vectors.embed(flat) if flat else queries[:0]
             scored = tuner.bm25_scored(prepared, config)

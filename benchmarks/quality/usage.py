@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from itertools import product
@@ -105,9 +105,11 @@ def warm_recall(
     measured: Sequence[int],
     fusions: Sequence[dense.Fusion],
     word_weight: float,
+    rescore: Callable[[dict[int, float]], dict[int, float]] | None = None,
 ) -> Warm:
     """recall@5 on `measured` after `learned_from` was replayed: hybrid per fusion, and its
-    two components, which the issue's rule holds hybrid to."""
+    two components, which the issue's rule holds hybrid to. `rescore`, for a what-if, maps
+    hybrid's final scores of a query before they are ranked."""
     names = {name: i for i, name in enumerate(prepared.names)}
     per_tool: dict[int, list[int]] = defaultdict(list)
     for q in learned_from:
@@ -143,6 +145,8 @@ def warm_recall(
             )
             # Each replayed query is one selection that called its relevant tools, in order.
             lifted = dense.lift_companions(fused, position, per_tool, fusion)
+            if rescore is not None:
+                lifted = rescore(lifted)
             rankings[f][q] = sorted(lifted, key=lambda i: (-lifted[i], i))
     return Warm(
         [tune.recall5(prepared, runs, measured) for runs in rankings],

@@ -162,9 +162,12 @@ def test_select_exits_1_when_requests_failed_in_a_run_no_target_judges(
     failed = select_result(modes)
     dense = next(r for r in failed["groups"][0]["runs"] if r["mode"] == "dense")
     dense["http"].update(ok=0, errors=5000)
+    dense["http"]["first_error"] = "ProtocolError: ('Connection aborted.')"
     monkeypatch.setattr(cli, "benchmark", lambda options, log: failed)
     outcome = CliRunner().invoke(app, ["bench", "select", "--modes", ",".join(modes)])
     assert outcome.exit_code == 1, outcome.output
+    # The run is named, with the error that tells why it measured nothing.
+    assert "current dense, http: 5000 errors, first: ProtocolError" in outcome.output
     # The same figures without the errors pass.
     clean = select_result(modes)
     monkeypatch.setattr(cli, "benchmark", lambda options, log: clean)

@@ -148,12 +148,15 @@ def render(result: dict[str, Any], console: Console) -> None:
     console.print()
     console.print(verdicts)
     for g in result["groups"]:
-        for name in ("http", "http_c1"):
-            if g[name]["errors"]:
-                console.print(
-                    f"[red]{g['label']} {name}: {g[name]['errors']} errors[/], first: "
-                    f"{g[name]['first_error']}"
-                )
+        # Every run, the baseline server's included: one that failed measured nothing, and
+        # the first error is what tells why (a baseline that cannot serve this schema).
+        for r in g["runs"]:
+            for name in ("http", "http_c1"):
+                if r[name]["errors"]:
+                    console.print(
+                        f"[red]{g['label']}, {r['server']} {r['mode']}, {name}:"
+                        f" {r[name]['errors']} errors[/], first: {r[name]['first_error']}"
+                    )
         if "explain" in g:
             console.print(
                 f"\n[bold]EXPLAIN (ANALYZE, BUFFERS)[/] {g['label']}: {g['explain']['query']!r}"
