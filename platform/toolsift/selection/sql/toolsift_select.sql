@@ -48,6 +48,8 @@ DECLARE
     f_support float8;
     f_window float8;
     missing integer;
+    -- The vectors the dense scan read (those of p_model the caller may see).
+    vectors integer;
     -- Tools the query's words matched (BM25's candidates); NULL where words are not scored.
     matched integer;
     -- Hybrid: the idf-weighted share of the query's words BM25's first tool matched.
@@ -155,11 +157,6 @@ BEGIN
         f_support := toolsift_setting(fusion, 'companion_support', 1, true, 'Infinity',
                                       f_support);
         f_window := floor(toolsift_setting(fusion, 'companion_window', 1, true, 1000, f_window));
-        -- Counted against the served model, under RLS: hidden tools are not counted.
-        missing := toolsift_missing_embeddings(
-            p_tenant, CASE WHEN p_model IS NULL THEN served
-                           WHEN p_vector IS NOT NULL AND p_model = served THEN served
-                           ELSE '' END);
         WITH lex AS (
             SELECT s.tool_id, s.score, s.terms, s.position, s.coverage,
                    row_number() OVER (ORDER BY s.score DESC, s.position)::integer AS rnk
@@ -167,10 +164,12 @@ BEGIN
              WHERE p_mode = 'hybrid'
         ),
         -- Vectors of another model than the tenant serves never mix in (a switch is on).
-        -- The tools nearest by their own vector, cut to the pool: to the query's, or to the
+        -- Every vector the caller may see, by its distance: to the query's, or to the
         -- nearest of it and its steps' (a request of several steps is near none of its
-        -- tools as a whole; docs/quality.md, "Steps of a request").
-        own AS (
+        -- tools as a whole; docs/quality.md, "Steps of a request"). Kept (a few bytes a
+        -- tool, not the vectors) so that the same scan is also the count of vectors for
+        -- `missing_embeddings`.
+        seen AS MATERIALIZED (
             SELECT e.tool_id,
                    CASE WHEN p_steps IS NULL THEN e.embedding <=> p_vector
                         ELSE (SELECT min(e.embedding <=> v)
@@ -179,7 +178,12 @@ BEGIN
               FROM public.tool_embeddings e
              WHERE e.tenant_id = p_tenant AND e.model = p_model
                AND p_model = served AND p_vector IS NOT NULL
-             ORDER BY distance, e.position
+        ),
+        -- The tools nearest by their own vector, cut to the pool.
+        own AS (
+            SELECT s.tool_id, s.distance, s.position
+              FROM seen s
+             ORDER BY s.distance, s.position
              LIMIT p_pool
         ),
         -- The tools nearest by the queries they were called for (`learned_queries`), each by
@@ -301,9 +305,19 @@ BEGIN
                    ROW(f.tool_id, f.score, f.terms, f.bm25_rank, f.dense_rank,
                        f.usage_rank, f.lift)::toolsift_ranked
                    ORDER BY f.score DESC, f.position), '{}'),
-               (SELECT w.coverage FROM weights w)
-          INTO ranked, coverage
+               (SELECT w.coverage FROM weights w),
+               (SELECT count(*) FROM seen)
+          INTO ranked, coverage, vectors
           FROM lifted f;
+        -- Under RLS, so hidden tools are not counted: the visible live tools (the
+        -- statistics buckets the caller may use count them, as BM25's N) less the vectors
+        -- the scan saw, which are a subset (vectors are stored only for live tools, with
+        -- their permission: `embedding.service`). With no vector wanted (p_model NULL),
+        -- against the served model's vectors.
+        missing := CASE WHEN p_model IS NULL THEN toolsift_missing_embeddings(p_tenant, served)
+                        ELSE (SELECT coalesce(sum(s.doc_count), 0)::integer
+                                FROM public.corpus_stats s WHERE s.tenant_id = p_tenant)
+                             - vectors END;
     END IF;
     -- In hybrid, dense ranks every embedded tool whatever the query says: the logs keep
     -- whether its words matched anything, which is what a catalog's gaps show in.
