@@ -92,34 +92,24 @@ def main() -> None:
             config = tune.Config()
             assert tuner.vectors is not None
             texts = tuner._queries(prepared, config)
-            raw = tuner.vectors.embed(texts)
+            replay = usage.replay_of(tuner, prepared)
             data = Data(
                 prepared,
                 tuner.vectors.embed([config.document(t) for t in prepared.dataset.tools]).astype(
                     np.float64
                 ),
-                raw.astype(np.float64),
+                replay.queries.astype(np.float64),
                 [
                     tuner.vectors.embed(parts).astype(np.float64)
                     if parts
-                    else np.empty((0, raw.shape[1]))
+                    else np.empty((0, replay.queries.shape[1]))
                     for parts in (steps(text) for text in texts)
                 ],
-                tuner.distances(prepared, config),
+                replay.own,
             )
-            tfs = tuner.term_frequencies(prepared, config)
-            terms = tuner.query_terms(prepared, config)
-            tune_half, check_half = tune.halves(prepared.dataset)
-            ids = [q.id for q in prepared.dataset.queries]
-            quarter = [q for q in tune_half if usage.learns(ids[q])]
-            rest = [q for q in tune_half if not usage.learns(ids[q])]
             for ridge in ridges:
                 cells = []
-                for label, learned, measured in (
-                    ("tuneQ", quarter, rest),
-                    ("tuneQ'", rest, quarter),
-                    ("check", tune_half, check_half),
-                ):
+                for label, learned, measured in replay.rows():
                     distances = (
                         data.own
                         if ridge == 0
@@ -127,10 +117,10 @@ def main() -> None:
                     )
                     warm = usage.warm_recall(
                         prepared,
-                        tfs,
-                        terms,
+                        replay.tfs,
+                        replay.terms,
                         distances,
-                        raw,
+                        replay.queries,
                         learned,
                         measured,
                         fusions=[fusion],

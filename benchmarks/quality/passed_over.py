@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import tune
-from usage import learns, nearest_first, warm_recall
+from usage import nearest_first, replay_of, warm_recall
 
 from toolsift.lexical.analysis import LEARNED_WEIGHT
 from toolsift.selection import bm25, dense
@@ -88,31 +88,17 @@ def main() -> None:
     gammas = [float(g) for g in args.gammas.split(",")]
     print(f"{'gamma':<25}" + " ".join(f"{g:>6}" for g in gammas) + "  never called, passed over")
     with tune.session(args.cache) as tuner:
-        assert tuner.vectors is not None
         for directory, prepared in tune.each_dataset(tuner, args.datasets):
-            config = tune.Config()
-            own = tuner.distances(prepared, config)
-            queries = tuner.vectors.embed(tuner._queries(prepared, config))
-            tfs = tuner.term_frequencies(prepared, config)
-            terms = tuner.query_terms(prepared, config)
-            tune_half, check_half = tune.halves(prepared.dataset)
-            ids = [q.id for q in prepared.dataset.queries]
-            quarter = [q for q in tune_half if learns(ids[q])]
-            rest = [q for q in tune_half if not learns(ids[q])]
-            rows = (
-                ("tuneQ", quarter, rest),
-                ("tuneQ'", rest, quarter),
-                ("check", tune_half, check_half),
-            )
-            for label, replayed, measured in rows:
-                passes, calls = offers(prepared, tfs, terms, own, replayed)
+            data = replay_of(tuner, prepared)
+            for label, replayed, measured in data.rows():
+                passes, calls = offers(prepared, data.tfs, data.terms, data.own, replayed)
                 cells = [
                     warm_recall(
                         prepared,
-                        tfs,
-                        terms,
-                        own,
-                        queries,
+                        data.tfs,
+                        data.terms,
+                        data.own,
+                        data.queries,
                         replayed,
                         measured,
                         [dense.Fusion()],

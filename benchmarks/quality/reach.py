@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import tune
-from usage import warm_recall
+from usage import replay_of, warm_recall
 
 from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.lexical.analysis import LEARNED_WEIGHT
@@ -43,12 +43,10 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|")
     with tune.session(args.cache) as tuner:
-        assert tuner.vectors is not None
         for directory, prepared in tune.each_dataset(tuner, args.datasets):
-            config = tune.Config()
-            queries = tuner.vectors.embed(tuner._queries(prepared, config))
+            data = replay_of(tuner, prepared)
+            queries, tune_half, check_half = data.queries, data.tune_half, data.check_half
             names = {name: i for i, name in enumerate(prepared.names)}
-            tune_half, check_half = tune.halves(prepared.dataset)
             learned: dict[int, list[int]] = {}
             for q in tune_half:
                 for tool in set(prepared.dataset.queries[q].relevant) & names.keys():
@@ -67,15 +65,12 @@ def main() -> None:
                     }
                     order = sorted(nearest, key=lambda t: (nearest[t], t))
                     ranks[min(order.index(t) for t in called) + 1] += 1
-            tfs = tuner.term_frequencies(prepared, config)
-            terms = tuner.query_terms(prepared, config)
-            own = tuner.distances(prepared, config)
             measure = {
                 g: warm_recall(
                     prepared,
-                    tfs,
-                    terms,
-                    own,
+                    data.tfs,
+                    data.terms,
+                    data.own,
                     queries,
                     tune_half,
                     qs,

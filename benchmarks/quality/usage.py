@@ -68,6 +68,44 @@ def learns(query_id: str) -> bool:
     return hashlib.sha1(query_id.encode()).digest()[1] % 2 == 0
 
 
+class Replay(NamedTuple):
+    """One dataset as the warm what-ifs replay it: what `warm_recall` reads, and the splits."""
+
+    own: npt.NDArray[np.float64]  # queries by tools, `tune.Tuner.distances`
+    queries: npt.NDArray[np.float32]  # the queries' vectors, what learned queries store
+    tfs: list[dict[str, float]]
+    terms: list[Counter[str]]
+    tune_half: list[int]
+    check_half: list[int]
+    quarter: list[int]  # of the tune half, replayed (`learns`)
+    rest: list[int]  # of the tune half, measured
+
+    def rows(self) -> tuple[tuple[str, list[int], list[int]], ...]:
+        """(label, learned from, measured): both ways round the tune half, then the check."""
+        return (
+            ("tuneQ", self.quarter, self.rest),
+            ("tuneQ'", self.rest, self.quarter),
+            ("check", self.tune_half, self.check_half),
+        )
+
+
+def replay_of(tuner: tune.Tuner, prepared: tune.Prepared) -> Replay:
+    config = tune.Config()
+    assert tuner.vectors is not None
+    tune_half, check_half = tune.halves(prepared.dataset)
+    ids = [q.id for q in prepared.dataset.queries]
+    return Replay(
+        own=tuner.distances(prepared, config),
+        queries=tuner.vectors.embed(tuner._queries(prepared, config)),
+        tfs=tuner.term_frequencies(prepared, config),
+        terms=tuner.query_terms(prepared, config),
+        tune_half=tune_half,
+        check_half=check_half,
+        quarter=[q for q in tune_half if learns(ids[q])],
+        rest=[q for q in tune_half if not learns(ids[q])],
+    )
+
+
 def nearest_first(distance: npt.NDArray[np.float64]) -> list[int]:
     """Indices of the finite distances, nearest first, ties by registry position."""
     order = np.lexsort((np.arange(len(distance)), distance))
@@ -197,34 +235,26 @@ def main() -> None:
     print(f"{'usage_weight':<46}" + " ".join(f"{w:>6}" for w in weights))
     with tune.session(args.cache) as tuner:
         for directory, prepared in tune.each_dataset(tuner, args.datasets):
-            config = tune.Config()
-            assert tuner.vectors is not None
-            own_distances = tuner.distances(prepared, config)
-            queries = tuner.vectors.embed(tuner._queries(prepared, config))
-            tfs = tuner.term_frequencies(prepared, config)
-            terms = tuner.query_terms(prepared, config)
-            tune_half, check_half = tune.halves(prepared.dataset)
-            ids = [q.id for q in prepared.dataset.queries]
-            quarter = [q for q in tune_half if learns(ids[q])]
-            rest = [q for q in tune_half if not learns(ids[q])]
+            data = replay_of(tuner, prepared)
             for word_weight, lift in product(word_weights, companions):
                 fusions = [replace(lift, usage_weight=w) for w in weights]
 
                 replay = partial(
                     warm_recall,
                     prepared,
-                    tfs,
-                    terms,
-                    own_distances,
-                    queries,
+                    data.tfs,
+                    data.terms,
+                    data.own,
+                    data.queries,
                     fusions=fusions,
                     word_weight=word_weight,
                 )
+                quarter, rest = data.quarter, data.rest
                 rows = [("tuneQ", replay(quarter, rest))]
                 if args.folds == 2:
                     rows.append(("tuneQ'", replay(rest, quarter)))
                     rows.append(("tune2", pooled(rows[0][1], len(rest), rows[1][1], len(quarter))))
-                rows.append(("check", replay(tune_half, check_half)))
+                rows.append(("check", replay(data.tune_half, data.check_half)))
                 spec = (
                     f"{lift.companion_weight}/{lift.companion_leads}"
                     f"/{lift.companion_support}/{lift.companion_window}"
