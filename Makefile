@@ -16,10 +16,13 @@ install: $(BIN)/.installed
 run: install
 	$(BIN)/toolsift up
 
+# The bench scripts import their siblings by name, so each of their folders is its own root.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy platform/toolsift tooling/toolsift_tooling workers
+	MYPYPATH=benchmarks $(BIN)/mypy benchmarks/*.py
+	MYPYPATH=benchmarks/quality $(BIN)/mypy benchmarks/quality/*.py
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadfile

@@ -37,7 +37,8 @@ def fit(queries: Matrix, targets: Matrix, ridge: float) -> Matrix:
     """Ridge regression of the called tools' vectors on the queries', shrunk toward the
     identity so that few pairs leave the query nearly as it was."""
     eye = np.eye(queries.shape[1])
-    return np.linalg.solve(queries.T @ queries + ridge * eye, queries.T @ targets + ridge * eye)
+    solved = np.linalg.solve(queries.T @ queries + ridge * eye, queries.T @ targets + ridge * eye)
+    return solved.astype(np.float64)
 
 
 @dataclass

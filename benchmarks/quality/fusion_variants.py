@@ -46,16 +46,16 @@ import tune
 
 from toolsift.selection.dense import Fusion
 from toolsift.selection.service import CANDIDATE_POOL
-from toolsift_tooling.eval.dataset import NoQueries, load
+from toolsift_tooling.eval.dataset import EvalTool, NoQueries, load
 
 SHORT = prf.SHORT
 Ranking = prf.Ranking
 Scored = prf.Scored
 
 
-def previous_document(tool: tune.EvalTool) -> str:
+def previous_document(tool: EvalTool) -> str:
     """The embedded text before 0025's release: `name. title. description. Parameters: ...`."""
-    from toolsift.embedding.service import split_identifier
+    from toolsift.lexical.analysis import split_identifier
 
     t = tool.tool
     parameters = t.input_schema.get("properties")
@@ -77,7 +77,7 @@ def current_targets(directory: Path) -> float | None:
     if not path.exists():
         return None
     r = json.loads(path.read_text())["results"]
-    best = max(r["baseline_bm25s"]["recall@5"], r["baseline_dense"]["recall@5"])
+    best: float = max(r["baseline_bm25s"]["recall@5"], r["baseline_dense"]["recall@5"])
     return best + 0.05 if best <= 0.90 else best + (1 - best) / 2
 
 

@@ -174,8 +174,8 @@ class Data:
         for r, g, dense_ids in zip(lexical, gate, near, strict=True):
             top = g.scores[0] if g.scores else 0.0
             fused = dense_mod.fuse(
-                r.ids,  # type: ignore[arg-type]
-                dense_ids,  # type: ignore[arg-type]
+                r.ids,
+                dense_ids,
                 self.config.fusion,
                 bm25_top=top,
                 bm25_coverage=g.coverage,

@@ -50,6 +50,7 @@ from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedding.service import document_text
 from toolsift.lexical.analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, field_texts
 from toolsift.selection import bm25, dense
+from toolsift.selection.dense import Fusion
 from toolsift.selection.query import build_query, steps
 from toolsift.selection.schemas import SelectRequest
 from toolsift.selection.service import CANDIDATE_POOL
@@ -151,7 +152,8 @@ class VectorCache:
                 for k in stored.files:
                     self.vectors.setdefault(k, stored[k])
         partial = self.path.with_suffix(f".{os.getpid()}.npz")
-        np.savez(partial, **self.vectors)
+        # numpy's stub types `**kwds` as its own keyword options, not as the arrays they are.
+        np.savez(partial, **self.vectors)  # type: ignore[arg-type]
         partial.replace(self.path)
         self.dirty = False
 
@@ -313,15 +315,13 @@ class Tuner:
         return distances
 
     @staticmethod
-    def hybrid(
-        lexical: list[Lexical], near: list[list[int]], fusion: dense.Fusion
-    ) -> list[list[int]]:
+    def hybrid(lexical: list[Lexical], near: list[list[int]], fusion: Fusion) -> list[list[int]]:
         rankings = []
         for r, dense_ids in zip(lexical, near, strict=True):
             top = r.scores[0] if r.scores else 0.0
             fused = dense.fuse(
-                r.ids,  # type: ignore[arg-type]
-                dense_ids,  # type: ignore[arg-type]
+                r.ids,
+                dense_ids,
                 fusion,
                 bm25_top=top,
                 bm25_coverage=r.coverage,
@@ -344,7 +344,8 @@ def recall5(prepared: Prepared, rankings: list[list[int]], subset: Iterable[int]
 
 
 def halves(dataset: Dataset) -> tuple[list[int], list[int]]:
-    tune, check = [], []
+    tune: list[int] = []
+    check: list[int] = []
     for i, q in enumerate(dataset.queries):
         (tune if half_of(q.id) == "tune" else check).append(i)
     return tune, check

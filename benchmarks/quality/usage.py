@@ -39,6 +39,7 @@ import tune
 from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.lexical.analysis import LEARNED_TERMS, LEARNED_WEIGHT
 from toolsift.selection import bm25, dense
+from toolsift.selection.service import CANDIDATE_POOL
 
 
 class Warm(NamedTuple):
@@ -109,7 +110,7 @@ def replay_of(tuner: tune.Tuner, prepared: tune.Prepared) -> Replay:
 def nearest_first(distance: npt.NDArray[np.float64]) -> list[int]:
     """Indices of the finite distances, nearest first, ties by registry position."""
     order = np.lexsort((np.arange(len(distance)), distance))
-    return [int(i) for i in order[np.isfinite(distance[order])][: tune.CANDIDATE_POOL]]
+    return [int(i) for i in order[np.isfinite(distance[order])][:CANDIDATE_POOL]]
 
 
 def with_learned_words(
