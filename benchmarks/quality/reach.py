@@ -8,8 +8,8 @@ with `usage.py`'s model of the warm select (the whole tune half learned):
 - the check queries by how many of their relevant tools a tune query called (all, some,
   none), and warm hybrid's recall@5 on each group;
 - for the queries with at least one called tool, where the usage list alone (the tools by
-  their nearest learned query, `dense.fuse`'s `usage_ids`) ranks the best of them: a bound
-  on what any use of the learned queries by nearness can add.
+  their nearest learned query, `dense.fuse`'s `usage_ids`) ranks the best of them: how well
+  nearness to the learned queries alone tells a query's tool.
 
     python benchmarks/quality/reach.py /path/to/datasets/* --cache /tmp/toolsift-tune
 """
