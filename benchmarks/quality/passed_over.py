@@ -44,23 +44,14 @@ def offers(
     """Per tool: times offered (cold hybrid's top `OFFERED`) to a replayed query that did not
     call it, and times called."""
     names = {name: i for i, name in enumerate(prepared.names)}
-    fusion = dense.Fusion()
     passes: Counter[int] = Counter()
     calls: Counter[int] = Counter()
     scored = tune.rank_bm25(tfs, [terms[q] for q in replayed], k1=bm25.K1, b=bm25.B)
-    for q, lexical in zip(replayed, scored, strict=True):
-        fused = dense.fuse(
-            lexical.ids,
-            nearest_first(own[q]),
-            fusion,
-            bm25_top=lexical.scores[0] if lexical.scores else 0.0,
-            bm25_coverage=lexical.coverage,
-        )
+    near = [nearest_first(own[q]) for q in replayed]
+    for q, ranking in zip(replayed, tune.Tuner.hybrid(scored, near, dense.Fusion()), strict=True):
         called = {names[t] for t in prepared.dataset.queries[q].relevant if t in names}
         calls.update(called)
-        passes.update(
-            t for t in sorted(fused, key=lambda i: (-fused[i], i))[:OFFERED] if t not in called
-        )
+        passes.update(t for t in ranking[:OFFERED] if t not in called)
     return passes, calls
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import tune
-from usage import replay_of, warm_recall
+from usage import called_for, replay_of, warm_recall
 
 from toolsift.embedding.learning import KEPT_PER_TOOL
 from toolsift.lexical.analysis import LEARNED_WEIGHT
@@ -47,10 +47,7 @@ def main() -> None:
             data = replay_of(tuner, prepared)
             queries, tune_half, check_half = data.queries, data.tune_half, data.check_half
             names = {name: i for i, name in enumerate(prepared.names)}
-            learned: dict[int, list[int]] = {}
-            for q in tune_half:
-                for tool in set(prepared.dataset.queries[q].relevant) & names.keys():
-                    learned.setdefault(names[tool], []).append(q)
+            learned = called_for(prepared, tune_half)
             kept = {t: np.array(qs[-KEPT_PER_TOOL:]) for t, qs in learned.items()}
             groups: dict[str, list[int]] = {g: [] for g in GROUPS}
             ranks: Counter[int] = Counter()

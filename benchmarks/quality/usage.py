@@ -107,6 +107,18 @@ def replay_of(tuner: tune.Tuner, prepared: tune.Prepared) -> Replay:
     )
 
 
+def called_for(prepared: tune.Prepared, learned_from: Sequence[int]) -> dict[int, list[int]]:
+    """Per tool: the replayed queries that called it (each once), in replay order: what a
+    replay learns, as a tool's learned queries and the selections of its calls."""
+    names = {name: i for i, name in enumerate(prepared.names)}
+    per_tool: dict[int, list[int]] = defaultdict(list)
+    for q in learned_from:
+        for tool in prepared.dataset.queries[q].relevant:
+            if tool in names and q not in per_tool[names[tool]]:
+                per_tool[names[tool]].append(q)
+    return per_tool
+
+
 def nearest_first(distance: npt.NDArray[np.float64]) -> list[int]:
     """Indices of the finite distances, nearest first, ties by registry position."""
     order = np.lexsort((np.arange(len(distance)), distance))
@@ -149,12 +161,7 @@ def warm_recall(
     """recall@5 on `measured` after `learned_from` was replayed: hybrid per fusion, and its
     two components, which the issue's rule holds hybrid to. `rescore`, for a what-if, maps
     hybrid's final scores of a query before they are ranked."""
-    names = {name: i for i, name in enumerate(prepared.names)}
-    per_tool: dict[int, list[int]] = defaultdict(list)
-    for q in learned_from:
-        for tool in prepared.dataset.queries[q].relevant:
-            if tool in names and q not in per_tool[names[tool]]:
-                per_tool[names[tool]].append(q)
+    per_tool = called_for(prepared, learned_from)
     kept = {t: qs[-KEPT_PER_TOOL:] for t, qs in per_tool.items()}
     tools = own_distances.shape[1]
     position = {t: t for t in range(tools)}
