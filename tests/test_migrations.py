@@ -549,3 +549,77 @@ def test_0031_queues_a_learn_job_for_every_tool_that_learned(
                 (refund[0],),
             ).fetchall()
         assert sorted(words) == [("blinket", 0.0625), ("zorp", 0.125)]
+
+
+def test_0035_indexes_again_the_tools_with_cjk_text(pg_server: str, worker_id: str) -> None:
+    """Tools indexed before 0035 (a CJK run as one word) are indexed as pairs of characters
+    through the jobs it queues: those whose text or learned queries hold CJK, in each tenant."""
+    from tests.tools.test_index_consistency import assert_index_is_a_recount
+    from toolsift.db import Database
+    from toolsift.embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding.service import embed_jobs
+    from toolsift.tools.schemas import ToolCreate
+
+    items = [
+        ToolCreate(name="get_weather", description="获取指定城市的实时天气预报"),
+        ToolCreate(name="refund", description="Refund an order."),
+        ToolCreate(name="track", description="Track a parcel."),
+    ]
+    with _scratch_database(pg_server, f"toolsift_cjk_{worker_id}") as url:
+        command.downgrade(alembic_config(url), "0034")
+        with _every_row(url) as conn:
+            # 0034's analysis: the app's call of the function, which did not exist, as none.
+            conn.execute(
+                "CREATE FUNCTION toolsift_cjk_bigrams(text) RETURNS text"
+                " LANGUAGE sql IMMUTABLE STRICT AS 'SELECT $1'"
+            )
+            conn.execute("GRANT EXECUTE ON FUNCTION toolsift_cjk_bigrams(text) TO toolsift_app")
+            conn.commit()
+        tenants = [_write_tools(url, items), _write_tools(url, items[1:])]
+        with _every_row(url) as conn:
+            conn.execute("DROP FUNCTION toolsift_cjk_bigrams(text)")
+            conn.execute("DELETE FROM outbox")
+            # The second tenant's `track` learned a query in Chinese.
+            conn.execute(
+                "INSERT INTO learned_queries (tenant_id, tool_id, query_hash, query, position)"
+                " SELECT t.tenant_id, t.id, sha256(convert_to(q, 'UTF8')), q, t.position"
+                " FROM tools t, (VALUES ('我的包裹到哪里了')) v(q)"
+                " WHERE t.tenant_id = %s AND t.name = 'track'",
+                (tenants[1],),
+            )
+            old = conn.execute(
+                "SELECT term FROM tool_terms WHERE tenant_id = %s AND term ~ '[一-龥]'",
+                (tenants[0],),
+            ).fetchall()
+            conn.commit()
+        assert old == [("获取指定城市的实时天气预报",)]
+
+        upgrade(url)
+        with _every_row(url) as conn:
+            jobs = conn.execute(
+                "SELECT o.tenant_id, o.kind, t.name, o.id FROM outbox o"
+                " JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id"
+                " ORDER BY t.name"
+            ).fetchall()
+        assert [row[:3] for row in jobs] == [
+            (tenants[0], "learn", "get_weather"),
+            (tenants[1], "learn", "track"),
+        ]
+
+        database = Database(url, pool_size=1)
+        try:
+            backend = get_backend(EmbeddingConfig())
+            for tenant, _, _, job in jobs:
+                embed_jobs(database, backend, tenant, [job])
+            with _every_row(url) as conn:
+                pairs = conn.execute(
+                    "SELECT t.name, p.term FROM tool_terms p JOIN tools t"
+                    " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
+                    " WHERE p.term IN ('天气', '包裹', '获取指定城市的实时天气预报')"
+                    " ORDER BY 1"
+                ).fetchall()
+                assert pairs == [("get_weather", "天气"), ("track", "包裹")]
+                for tenant in tenants:
+                    assert_index_is_a_recount(tenant, database, conn)
+        finally:
+            database.dispose()

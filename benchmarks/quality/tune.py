@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from toolsift.dbobjects import PACKAGE
 from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedding.service import document_text
 from toolsift.lexical.analysis import DEFAULT_WEIGHTS, TEXT_SEARCH_CONFIG, FieldWeights, field_texts
@@ -91,10 +92,12 @@ def query_of(text: str) -> str:
 
 
 class Analyser:
-    """`to_tsvector` on a real PostgreSQL, memoised per (configuration, text)."""
+    """`to_tsvector` on a real PostgreSQL, memoised per (configuration, text), after the
+    product's `toolsift_cjk_bigrams`, as `toolsift.lexical.index` analyses a tool."""
 
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.connection = connection
+        connection.execute((PACKAGE / "lexical" / "sql" / "toolsift_cjk_bigrams.sql").read_text())
         self.memo: dict[tuple[str, str], Counter[str]] = {}
 
     def lexemes(self, config: str, texts: Sequence[str]) -> list[Counter[str]]:
@@ -105,7 +108,7 @@ class Analyser:
             rows = self.connection.execute(
                 "SELECT f.i, l.lexeme, cardinality(l.positions)"
                 " FROM unnest(%s::text[]) WITH ORDINALITY AS f(body, i),"
-                " unnest(to_tsvector(%s::regconfig, f.body)) AS l",
+                " unnest(to_tsvector(%s::regconfig, public.toolsift_cjk_bigrams(f.body))) AS l",
                 (chunk, config),
             )
             for i, lexeme, count in rows:

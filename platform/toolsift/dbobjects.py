@@ -32,7 +32,7 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session
 
 PACKAGE = Path(__file__).resolve().parent
-DOMAINS = ("access", "analytics", "ops", "selection", "tools")
+DOMAINS = ("access", "analytics", "lexical", "ops", "selection", "tools")
 
 # A statement's end in a policy file: policies hold no `;` of their own.
 _END = re.compile(r";[ \t]*(?:\n|$)")

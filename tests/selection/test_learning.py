@@ -620,7 +620,7 @@ class TestLearnedWords:
             (support_agent.tenant_id,),
         ).fetchall()
         assert sorted(postings) == [(term, LEARNED_WEIGHT) for term in ("blinket", "gleeb", "zorp")]
-        assert_index_is_a_recount(admin, database, owner_conn)
+        assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
 
     def test_only_a_tool_s_most_frequent_learned_words_count(
         self,
@@ -645,7 +645,7 @@ class TestLearnedWords:
         }
         # zorp (3), gleeb (2), then the words met once in code point order: blinket, qz10, ...
         assert learned_terms == {"zorp", "gleeb", "blinket", *rare[: LEARNED_TERMS - 3]}
-        assert_index_is_a_recount(admin, database, owner_conn)
+        assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
 
     def test_a_tool_written_again_keeps_them(
         self,
@@ -660,7 +660,7 @@ class TestLearnedWords:
         path = f"/admin/v1/tools/{catalog['refund_policy']}"
         admin.ok(admin.patch(path, {"description": "Explain when an order can be refunded."}))
         assert lexical(support_agent, ASKED) == ["refund_policy"]
-        assert_index_is_a_recount(admin, database, owner_conn)
+        assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
 
     def test_a_forgotten_query_takes_its_words_along(
         self,
@@ -682,7 +682,7 @@ class TestLearnedWords:
             (support_agent.tenant_id,),
         ).fetchone()
         assert gone == (0,)
-        assert_index_is_a_recount(admin, database, owner_conn)
+        assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
 
     def test_a_forbidden_tool_is_not_found_by_its_learned_words(
         self, admin: Caller, support_agent: Caller, database: Database
@@ -732,5 +732,5 @@ def test_learning_beside_tool_writes_neither_deadlocks_nor_drifts(
     with ThreadPoolExecutor(2) as pool:
         for done in [pool.submit(learn), pool.submit(move_permissions)]:
             done.result()  # re-raises a deadlock
-    assert_index_is_a_recount(admin, database, owner_conn)
+    assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
     assert set(lexical(support_agent, "zorp")[:2]) == set(tools)

@@ -1,7 +1,9 @@
 """What text a tool contributes to the index, and with what weight.
 
 PostgreSQL's text search does stemming and stop words; it does not split identifiers, so
-`getOrderStatus`, `order_status` and `orders.v2.status` are split here first.
+`getOrderStatus`, `order_status` and `orders.v2.status` are split here first. Nor does it
+split Chinese, Japanese or Korean runs into words: the database does that as it analyses
+(`lexical/sql/toolsift_cjk_bigrams.sql`), for queries and tools alike.
 """
 
 from __future__ import annotations

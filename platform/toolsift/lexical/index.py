@@ -32,14 +32,15 @@ from .analysis import (
 
 # The fields given, and the words of the tools' learned queries as read here (a new tool has
 # none): each tool's `learned_terms` most frequent, ties by lexeme (in code point order, as
-# the tuning loop sorts them).
+# the tuning loop sorts them). CJK runs become pairs of characters first, as in the query.
 _ANALYSE = text(
     """
     WITH fields AS (
         SELECT f.tool_id, l.lexeme, sum(f.weight * cardinality(l.positions)) AS tf
         FROM unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]),
                     CAST(:bodies AS text[])) AS f(tool_id, weight, body),
-             unnest(to_tsvector(CAST(:config AS regconfig), f.body)) AS l
+             unnest(to_tsvector(CAST(:config AS regconfig),
+                                public.toolsift_cjk_bigrams(f.body))) AS l
         GROUP BY f.tool_id, l.lexeme
     ),
     learned AS (
@@ -49,7 +50,8 @@ _ANALYSE = text(
                                         ORDER BY sum(cardinality(l.positions)) DESC,
                                                  l.lexeme COLLATE "C") AS r
               FROM learned_queries q,
-                   unnest(to_tsvector(CAST(:config AS regconfig), q.query)) AS l
+                   unnest(to_tsvector(CAST(:config AS regconfig),
+                                      public.toolsift_cjk_bigrams(q.query))) AS l
               WHERE q.tenant_id = :tenant_id AND q.tool_id = ANY(CAST(:learners AS uuid[]))
               GROUP BY q.tool_id, l.lexeme) c
         WHERE c.r <= :learned_terms

@@ -20,7 +20,8 @@ LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $$
     WITH q AS (
-        SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(p_config, p_query))
+        SELECT DISTINCT lexeme AS term
+        FROM unnest(to_tsvector(p_config, public.toolsift_cjk_bigrams(p_query)))
     ),
     -- Statistics of the caller's allowed catalog: RLS keeps only the permission buckets
     -- it may use. Sums run in bucket order, for the same floats whatever the plan.

@@ -1,0 +1,38 @@
+-- Chinese, Japanese and Korean text as overlapping pairs of characters, each pair a word
+-- ("查询天气预报" -> "查询 询天 天气 气预 预报"), as Lucene's CJK analyser indexes it: the
+-- text search parser keeps a run of these characters, often a whole sentence, as one word,
+-- which only that same run matches. Their punctuation ("。", "，", "「") separates words.
+-- Text without either comes back as it was.
+-- Letters: Hangul Jamo, Hiragana and Katakana, Hangul compatibility Jamo, CJK ideographs
+-- (extension A, unified, compatibility), Hangul syllables, half-width Katakana.
+-- Punctuation: CJK symbols and punctuation, full-width punctuation.
+CREATE FUNCTION public.toolsift_cjk_bigrams(p_text text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT CASE
+        WHEN p_text !~ '[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff9f]'
+        THEN p_text
+        ELSE (
+            SELECT string_agg(
+                       CASE WHEN char_length(m.part[1]) = 1
+                                 OR m.part[1] !~ '^[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]'
+                            THEN m.part[1]
+                            ELSE (SELECT string_agg(substr(m.part[1], i, 2), ' ' ORDER BY i)
+                                  FROM generate_series(1, char_length(m.part[1]) - 1) AS i)
+                       END,
+                       ' ' ORDER BY m.n)
+            FROM regexp_matches(
+                     regexp_replace(
+                         p_text,
+                         '[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]',
+                         ' ',
+                         'g'
+                     ),
+                     '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+|[^\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+',
+                     'g'
+                 ) WITH ORDINALITY AS m(part, n)
+        )
+    END
+$$
