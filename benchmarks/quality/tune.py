@@ -97,7 +97,8 @@ class Analyser:
 
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.connection = connection
-        connection.execute((PACKAGE / "lexical" / "sql" / "toolsift_cjk_bigrams.sql").read_text())
+        sql = (PACKAGE / "lexical" / "sql" / "toolsift_cjk_bigrams.sql").read_text()
+        connection.execute(sql.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
         self.memo: dict[tuple[str, str], Counter[str]] = {}
 
     def lexemes(self, config: str, texts: Sequence[str]) -> list[Counter[str]]:
