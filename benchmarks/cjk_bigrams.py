@@ -7,7 +7,8 @@ of the query alone, of the query through the working tree's function, and throug
 ref's version of it (`--ref`, a file of that ref). Each is run `--calls` times per round,
 unprepared, as a select's inner call is; a backend's CPU time comes from
 /proc/PID/schedstat. Prints the median microseconds per statement, for an English query
-(the fast path) and a Chinese one.
+(the fast path), a Chinese one, and the longest Chinese text a select reads a query from
+(fewer calls).
 
     .venv/bin/python benchmarks/cjk_bigrams.py --ref 6d25bf4
 
@@ -27,11 +28,19 @@ import psycopg
 
 from toolsift.dbobjects import PACKAGE
 from toolsift.embedded.postgres import EmbeddedPostgres
+from toolsift.selection.schemas import MAX_TEXT
 
 FILE = "platform/toolsift/lexical/sql/toolsift_cjk_bigrams.sql"
+_CHINESE = "帮我查一下明天从北京到上海的高铁票还有没有"
+#: Each query, and by how much fewer than `--calls` it runs per round. The longest is the most text a
+#: select reads a query from (`selection.schemas.MAX_TEXT`).
 QUERIES = {
-    "English": "look up the customer account and the shipping status of its order",
-    "Chinese": "帮我查一下明天从北京到上海的高铁票还有没有",
+    "English": ("look up the customer account and the shipping status of its order", 1),
+    "Chinese": (_CHINESE, 1),
+    f"Chinese, {MAX_TEXT:,} characters": (
+        (_CHINESE * (MAX_TEXT // len(_CHINESE) + 1))[:MAX_TEXT],
+        250,
+    ),
 }
 
 
@@ -63,18 +72,19 @@ def main() -> None:
                 connection.execute(current)
                 connection.execute(other)
                 print(f"microseconds per statement, median of {args.rounds - 2} rounds")
-                for language, query in QUERIES.items():
+                for language, (query, fewer) in QUERIES.items():
+                    calls = max(1, args.calls // fewer)
                     times: dict[str, list[float]] = {label: [] for label in statements}
                     for _ in range(args.rounds):
                         for label, statement in statements.items():
                             before = _cpu_ns(connection)
-                            for _ in range(args.calls):
+                            for _ in range(calls):
                                 connection.execute(statement, (query,), prepare=False)
-                            times[label].append((_cpu_ns(connection) - before) / args.calls / 1e3)
+                            times[label].append((_cpu_ns(connection) - before) / calls / 1e3)
                     cells = "  ".join(
                         f"{label} {statistics.median(t[2:]):.1f}" for label, t in times.items()
                     )
-                    print(f"{language:8} {cells}")
+                    print(f"{language:28} {cells}")
         finally:
             server.stop()
 

@@ -38,8 +38,8 @@ CJK_BIGRAMS = r"""
 -- (extension A, unified, compatibility), Hangul syllables, half-width Katakana.
 -- Punctuation: CJK symbols and punctuation, full-width punctuation.
 -- PL/pgSQL, not SQL: a session keeps its plans, where a SQL function's body (not inlined,
--- for its subquery) is planned in every statement: 4 against 10 microseconds per English
--- query, 45 against 83 per Chinese one (benchmarks/cjk_bigrams.py).
+-- for its subquery) is planned in every statement (docs/benchmarks.md, "What reading CJK
+-- as pairs costs a select").
 CREATE FUNCTION public.toolsift_cjk_bigrams(p_text text)
 RETURNS text
 LANGUAGE plpgsql
@@ -53,8 +53,13 @@ BEGIN
         SELECT string_agg(
                    CASE WHEN char_length(m.part[1]) = 1 OR m.part[1] !~ '^[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]'
                         THEN m.part[1]
-                        ELSE (SELECT string_agg(substr(m.part[1], i, 2), ' ' ORDER BY i)
-                              FROM generate_series(1, char_length(m.part[1]) - 1) AS i)
+                        -- Each character with the next, in one pass: substr(run, i, 2)
+                        -- walks the run from its start for every i, quadratic in its length.
+                        ELSE (SELECT string_agg(c.pair, ' ' ORDER BY c.n)
+                              FROM (SELECT s.ch || lead(s.ch) OVER (ORDER BY s.n) AS pair, s.n
+                                    FROM regexp_split_to_table(m.part[1], '')
+                                         WITH ORDINALITY AS s(ch, n)) AS c
+                              WHERE c.pair IS NOT NULL)
                    END,
                    ' ' ORDER BY m.n)
         FROM regexp_matches(

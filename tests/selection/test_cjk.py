@@ -14,6 +14,7 @@ import pytest
 
 from tests.fixtures.factories import Caller, agent_key, tool_body
 from tests.selection.bm25_formula import bm25_scores
+from toolsift.selection.schemas import MAX_TEXT
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
 
@@ -44,6 +45,18 @@ def test_cjk_runs_become_pairs_of_characters(owner_conn: OwnerConn, text: str, w
     (pairs,) = owner_conn.execute("SELECT toolsift_cjk_bigrams(%s)", (text,)).fetchone() or (None,)
     assert pairs is not None
     assert pairs.split() == words.split()
+
+
+def test_a_long_run_gives_every_pair(owner_conn: OwnerConn) -> None:
+    """The longest text a query is read from, one run: n - 1 pairs, in order (built in one
+    pass: a pair cut from the run by offset walked it from its start, quadratic in it)."""
+    run = ("天气预报" * (MAX_TEXT // 4 + 1))[:MAX_TEXT]
+    (pairs,) = owner_conn.execute("SELECT toolsift_cjk_bigrams(%s)", (run,)).fetchone() or (None,)
+    assert pairs is not None
+    words = pairs.split()
+    assert len(words) == MAX_TEXT - 1
+    assert words[:5] == ["天气", "气预", "预报", "报天", "天气"]
+    assert words[-1] == run[-2:]
 
 
 @pytest.mark.parametrize(
