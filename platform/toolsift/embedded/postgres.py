@@ -161,6 +161,10 @@ class EmbeddedPostgres:
             # SIGINT is pg_ctl's "fast" mode; signalling directly spares a privilege drop.
             if not terminate(running.pid, signal.SIGINT, _START_TIMEOUT):
                 _log.warning("postgres %s ignored fast shutdown and was killed", running.pid)
+            # The short socket dir, if one was made: empty once the server is down (a test
+            # run's deep data dirs left one in /tmp per server otherwise).
+            with contextlib.suppress(OSError):
+                self._short_socket_dir().rmdir()
 
     def __enter__(self) -> Self:
         self.start()
@@ -322,8 +326,7 @@ class EmbeddedPostgres:
         """The cluster dir if the socket path fits in sun_path, else a short dir in /tmp."""
         if len(f"{self.pgdata}/.s.PGSQL.{port}") <= _SOCKET_PATH_MAX:
             return self.pgdata
-        digest = hashlib.sha256(str(self.pgdata).encode()).hexdigest()[:12]
-        short = Path("/tmp") / f"toolsift-pg-{digest}"
+        short = self._short_socket_dir()
         short.mkdir(mode=0o700, exist_ok=True)
         owner = account.uid if account is not None else os.geteuid()
         if account is not None and short.stat().st_uid == 0:
@@ -331,6 +334,10 @@ class EmbeddedPostgres:
         if short.stat().st_uid != owner:
             raise EmbeddedServiceError(f"{short} belongs to another user; remove it")
         return short
+
+    def _short_socket_dir(self) -> Path:
+        digest = hashlib.sha256(str(self.pgdata).encode()).hexdigest()[:12]
+        return Path("/tmp") / f"toolsift-pg-{digest}"
 
     def _write_conf(self, port: int, socket_dir: Path, account: _Account | None) -> None:
         durable = "off" if self.fast else "on"
