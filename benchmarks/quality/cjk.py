@@ -22,13 +22,11 @@ from pathlib import Path
 
 import tune
 
-from toolsift.dbobjects import PACKAGE
-
-#: The letters `toolsift_cjk_bigrams` pairs (its file's class, without the punctuation).
-_PAIR = re.compile(
-    "^[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
-)
+#: A pair's first letter: the ranges `toolsift_cjk_bigrams` pairs, read from its file (Python's
+#: `re` reads the same `\uXXXX` ranges).
+_LETTERS = re.search(r"letters CONSTANT text := '([^']+)'", tune.CJK_BIGRAMS)
+assert _LETTERS is not None
+_PAIR = re.compile(f"^[{_LETTERS[1]}]")
 VARIANTS = ("before", "pairs", "half")
 
 
@@ -50,15 +48,13 @@ class Variant:
         self.tuner = tuner
         self.plain = tuner.analyser
         self.halved = Halved(self.plain.connection)  # creates the served function again
-        sql = (PACKAGE / "lexical" / "sql" / "toolsift_cjk_bigrams.sql").read_text()
-        self.served = sql.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
 
     def use(self, variant: str, prepared: tune.Prepared) -> None:
         self.plain.connection.execute(
             "CREATE OR REPLACE FUNCTION public.toolsift_cjk_bigrams(p_text text) RETURNS text"
             " LANGUAGE sql IMMUTABLE STRICT AS 'SELECT p_text'"
             if variant == "before"
-            else self.served
+            else tune.CJK_BIGRAMS
         )
         for analyser in (self.plain, self.halved):
             analyser.memo.clear()

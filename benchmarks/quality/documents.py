@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import tune
 
-from toolsift.lexical.analysis import split_identifier
+from toolsift.embedding.service import document_text
 from toolsift.selection.service import CANDIDATE_POOL
 from toolsift.tools.schemas import ToolCreate
 
@@ -30,8 +30,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
 def _head(tool: ToolCreate) -> str:
-    head = split_identifier(tool.name).strip()
-    return f"{head} ({tool.title.strip()})" if tool.title and tool.title.strip() else head
+    """`name (title)`, as the tool's own embedded text begins."""
+    return document_text(tool.name, tool.title, "", {}, [])
 
 
 def summary(tool: ToolCreate) -> list[str]:

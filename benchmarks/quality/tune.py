@@ -58,6 +58,13 @@ from toolsift.selection.service import CANDIDATE_POOL
 from toolsift_tooling.eval.dataset import Dataset, EvalTool, NoQueries, half_of, load
 from toolsift_tooling.eval.metrics import Outcome, summarise
 
+#: The product's `toolsift_cjk_bigrams`, which the loop analyses text through, as a statement
+#: that may run again on one server.
+CJK_BIGRAMS = (
+    (PACKAGE / "lexical" / "sql" / "toolsift_cjk_bigrams.sql")
+    .read_text()
+    .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+)
 #: Where the quality scripts keep the vectors they embedded, shared by all of them.
 CACHE = Path(tempfile.gettempdir()) / "toolsift-tune"
 KS = (1, 3, 5, 10)
@@ -97,8 +104,7 @@ class Analyser:
 
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.connection = connection
-        sql = (PACKAGE / "lexical" / "sql" / "toolsift_cjk_bigrams.sql").read_text()
-        connection.execute(sql.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
+        connection.execute(CJK_BIGRAMS)
         self.memo: dict[tuple[str, str], Counter[str]] = {}
 
     def lexemes(self, config: str, texts: Sequence[str]) -> list[Counter[str]]:

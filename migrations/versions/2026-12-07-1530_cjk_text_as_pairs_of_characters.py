@@ -45,13 +45,17 @@ RETURNS text
 LANGUAGE plpgsql
 IMMUTABLE STRICT PARALLEL SAFE
 AS $$
+DECLARE
+    -- Ranges of a regular expression's bracket expression.
+    letters CONSTANT text := '\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f';
+    punctuation CONSTANT text := '\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65';
 BEGIN
-    IF p_text !~ '[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff9f]' THEN
+    IF p_text !~ ('[' || letters || punctuation || ']') THEN
         RETURN p_text;
     END IF;
     RETURN (
         SELECT string_agg(
-                   CASE WHEN char_length(m.part[1]) = 1 OR m.part[1] !~ '^[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]'
+                   CASE WHEN char_length(m.part[1]) = 1 OR m.part[1] !~ ('^[' || letters || ']')
                         THEN m.part[1]
                         -- Each character with the next, in one pass: substr(run, i, 2)
                         -- walks the run from its start for every i, quadratic in its length.
@@ -63,8 +67,8 @@ BEGIN
                    END,
                    ' ' ORDER BY m.n)
         FROM regexp_matches(
-                 regexp_replace(p_text, '[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]', ' ', 'g'),
-                 '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+|[^\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+',
+                 regexp_replace(p_text, '[' || punctuation || ']', ' ', 'g'),
+                 '[' || letters || ']+|[^' || letters || ']+',
                  'g'
              ) WITH ORDINALITY AS m(part, n)
     );
@@ -225,12 +229,11 @@ BEGIN
         PERFORM set_config('app.tenant_id', tenant::text, true);
         INSERT INTO outbox (tenant_id, id, kind, tool_id, attempts)
         SELECT tenant, gen_random_uuid(), 'learn', t.id, 0
-        FROM tools t
+        FROM tools t,
+             LATERAL (SELECT concat_ws(' ', t.name, t.title, t.description,
+                                       t.input_schema::text, t.examples::text) AS body) b
         WHERE t.tenant_id = tenant AND t.deleted_at IS NULL
-          AND (public.toolsift_cjk_bigrams(concat_ws(' ', t.name, t.title, t.description,
-                                                     t.input_schema::text, t.examples::text))
-                   <> concat_ws(' ', t.name, t.title, t.description, t.input_schema::text,
-                                t.examples::text)
+          AND (public.toolsift_cjk_bigrams(b.body) <> b.body
                OR EXISTS (SELECT 1 FROM learned_queries q
                           WHERE q.tenant_id = tenant AND q.tool_id = t.id
                             AND public.toolsift_cjk_bigrams(q.query) <> q.query));

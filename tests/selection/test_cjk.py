@@ -7,7 +7,6 @@ before migration 0035 a tool described in Chinese matched only a query holding t
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 import psycopg
 import pytest
@@ -115,7 +114,7 @@ def test_served_scores_are_bm25_of_the_pairs(cjk_agent: Caller, owner_conn: Owne
         cjk_agent.select("查询明天的天气和火车票价格", mode="bm25", debug=True, k=50)
     )
     served = {c["name"]: c["score"] for c in body["candidates"]}
-    expected = bm25_scores(owner_conn, UUID(str(cjk_agent.tenant_id)), body["query"], set())
+    expected = bm25_scores(owner_conn, cjk_agent.tenant_id, body["query"], set())
     assert {"get_weather", "query_tickets", "get_price"} <= served.keys()
     assert served.keys() == expected.keys()
     for name, score in expected.items():

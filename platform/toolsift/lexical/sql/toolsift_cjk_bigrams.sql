@@ -14,13 +14,17 @@ RETURNS text
 LANGUAGE plpgsql
 IMMUTABLE STRICT PARALLEL SAFE
 AS $$
+DECLARE
+    -- Ranges of a regular expression's bracket expression.
+    letters CONSTANT text := '\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f';
+    punctuation CONSTANT text := '\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65';
 BEGIN
-    IF p_text !~ '[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff9f]' THEN
+    IF p_text !~ ('[' || letters || punctuation || ']') THEN
         RETURN p_text;
     END IF;
     RETURN (
         SELECT string_agg(
-                   CASE WHEN char_length(m.part[1]) = 1 OR m.part[1] !~ '^[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]'
+                   CASE WHEN char_length(m.part[1]) = 1 OR m.part[1] !~ ('^[' || letters || ']')
                         THEN m.part[1]
                         -- Each character with the next, in one pass: substr(run, i, 2)
                         -- walks the run from its start for every i, quadratic in its length.
@@ -32,8 +36,8 @@ BEGIN
                    END,
                    ' ' ORDER BY m.n)
         FROM regexp_matches(
-                 regexp_replace(p_text, '[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]', ' ', 'g'),
-                 '[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+|[^\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+',
+                 regexp_replace(p_text, '[' || punctuation || ']', ' ', 'g'),
+                 '[' || letters || ']+|[^' || letters || ']+',
                  'g'
              ) WITH ORDINALITY AS m(part, n)
     );
