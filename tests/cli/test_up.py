@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from ..fixtures.served import free_port, wait_until_ok
@@ -112,3 +113,63 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace() -> None:
         stop_process(stubborn, "the worker", grace=0.5)
     assert stubborn.returncode == -signal.SIGKILL
     assert time.monotonic() - started < 10
+
+
+# A parent that exits on SIGTERM, and a child that ignores it and would outlive it.
+_SPAWNER = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", CHILD, sys.argv[1]])
+time.sleep(60)
+"""
+_CHILD = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open(sys.argv[1] + ".tmp", "w") as out:
+    out.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(60)
+"""
+
+
+def test_what_a_worker_leaves_in_its_group_is_ended_with_it(tmp_path: Path) -> None:
+    """Celery's beat or a pool child outlived a worker stopped by a signal sent to `up`
+    alone; stopping the worker now ends its whole process group."""
+    from toolsift.cli.run import group_members, start_process, stop_process
+
+    pid_file = tmp_path / "child.pid"
+    spawner = f"CHILD = {_CHILD!r}\n{_SPAWNER}"
+    worker = start_process([sys.executable, "-c", spawner, str(pid_file)], env=dict(os.environ))
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = psutil.Process(int(pid_file.read_text()))
+    assert os.getpgid(child.pid) == worker.pid != os.getpgrp()
+    stop_process(worker, "the worker", grace=0.5)
+    assert worker.returncode == -signal.SIGTERM
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert group_members(worker.pid) == []
+
+
+@pytest.mark.timeout(240)
+def test_a_signal_to_up_alone_stops_every_process_of_its_worker(tmp_path: Path) -> None:
+    """`kill -INT <up>` (a supervisor, a script), not a terminal's Ctrl-C to every process:
+    the worker, its pool child and its embedded beat all stop with `up`."""
+    from toolsift.cli.run import group_members
+
+    data, port = tmp_path / "data", free_port()
+    log = tmp_path / "up.log"
+    command = [part for part in _up(data, port) if part != "--no-worker"]
+    with log.open("wb") as out:
+        up = subprocess.Popen(command, env=_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until_ok(f"http://127.0.0.1:{port}/readyz", up, log, timeout=120)
+        (worker,) = (c for c in psutil.Process(up.pid).children() if "celery" in c.cmdline())
+        assert os.getpgid(worker.pid) == worker.pid != os.getpgid(up.pid)
+        deadline = time.monotonic() + 60
+        while len(group_members(worker.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(group_members(worker.pid)) == 3, log.read_text()  # main, pool child, beat
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(timeout=90)
+    assert group_members(worker.pid) == [], log.read_text()
