@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID, uuid4
@@ -110,6 +110,23 @@ def _write_tools(url: str, items: list[Any], *, delete: str | None = None) -> UU
     finally:
         database.dispose()
     return tenant_id
+
+
+# Functions the app's analysis calls that an old revision lacked, as what it did instead:
+# CJK text as it was, and the app's default configuration.
+_STAND_INS = {
+    "toolsift_cjk_bigrams(text)": "RETURNS text LANGUAGE sql IMMUTABLE STRICT AS 'SELECT $1'",
+    "toolsift_text_search(uuid, regconfig)": "RETURNS regconfig LANGUAGE sql STABLE AS 'SELECT $2'",
+}
+
+
+def _stand_ins(conn: Any, *, create: bool, only: Sequence[str] = tuple(_STAND_INS)) -> None:
+    for signature in only:
+        if create:
+            conn.execute(f"CREATE FUNCTION {signature} {_STAND_INS[signature]}")
+            conn.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO toolsift_app")
+        else:
+            conn.execute(f"DROP FUNCTION {signature}")
 
 
 def _upsert(url: str, tenant_id: UUID, items: list[Any]) -> dict[str, str]:
@@ -568,16 +585,12 @@ def test_0035_indexes_again_the_tools_with_cjk_text(pg_server: str, worker_id: s
     with _scratch_database(pg_server, f"toolsift_cjk_{worker_id}") as url:
         command.downgrade(alembic_config(url), "0034")
         with _every_row(url) as conn:
-            # 0034's analysis: the app's call of the function, which did not exist, as none.
-            conn.execute(
-                "CREATE FUNCTION toolsift_cjk_bigrams(text) RETURNS text"
-                " LANGUAGE sql IMMUTABLE STRICT AS 'SELECT $1'"
-            )
-            conn.execute("GRANT EXECUTE ON FUNCTION toolsift_cjk_bigrams(text) TO toolsift_app")
+            # 0034's analysis: the app's calls of functions that did not exist, as none.
+            _stand_ins(conn, create=True)
             conn.commit()
         tenants = [_write_tools(url, items), _write_tools(url, items[1:])]
         with _every_row(url) as conn:
-            conn.execute("DROP FUNCTION toolsift_cjk_bigrams(text)")
+            _stand_ins(conn, create=False)
             conn.execute("DELETE FROM outbox")
             # The second tenant's `track` learned a query in Chinese.
             conn.execute(
@@ -620,6 +633,71 @@ def test_0035_indexes_again_the_tools_with_cjk_text(pg_server: str, worker_id: s
                 ).fetchall()
                 assert pairs == [("get_weather", "天气"), ("track", "包裹")]
                 for tenant in tenants:
+                    assert_index_is_a_recount(tenant, database, conn)
+        finally:
+            database.dispose()
+
+
+def test_0036_indexes_again_the_catalogs_whose_setting_chose_a_language(
+    pg_server: str, worker_id: str
+) -> None:
+    """A `text_search` stored before 0036 (an unknown setting then, its tools analysed in
+    English) takes effect with it: that tenant's tools are indexed again, no other's."""
+    from tests.tools.test_index_consistency import assert_index_is_a_recount
+    from toolsift.db import Database
+    from toolsift.embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding.service import embed_jobs
+    from toolsift.tools.schemas import ToolCreate
+
+    items = [
+        ToolCreate(name="cancel_call", description="Cancelar las llamadas telefónicas activas"),
+        ToolCreate(name="list_hotels", description="Buscar hoteles por su nombre"),
+    ]
+    with _scratch_database(pg_server, f"toolsift_text_search_{worker_id}") as url:
+        command.downgrade(alembic_config(url), "0035")
+        with _every_row(url) as conn:
+            _stand_ins(conn, create=True, only=["toolsift_text_search(uuid, regconfig)"])
+            conn.commit()
+        spanish, english = _write_tools(url, items), _write_tools(url, items)
+        with _every_row(url) as conn:
+            _stand_ins(conn, create=False, only=["toolsift_text_search(uuid, regconfig)"])
+            conn.execute("DELETE FROM outbox")
+            conn.execute(
+                'UPDATE tenants SET settings = \'{"text_search": "spanish"}\' WHERE id = %s',
+                (spanish,),
+            )
+            conn.commit()
+
+        upgrade(url)
+        with _every_row(url) as conn:
+            jobs = conn.execute(
+                "SELECT o.tenant_id, o.kind, t.name, o.id FROM outbox o"
+                " JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id"
+                " ORDER BY t.name"
+            ).fetchall()
+        assert [row[:3] for row in jobs] == [
+            (spanish, "learn", "cancel_call"),
+            (spanish, "learn", "list_hotels"),
+        ]
+        database = Database(url, pool_size=1)
+        try:
+            backend = get_backend(EmbeddingConfig())
+            for tenant, _, _, job in jobs:
+                embed_jobs(database, backend, tenant, [job])
+            with _every_row(url) as conn:
+                stems = dict(
+                    conn.execute(
+                        "SELECT tenant_id, array_agg(term ORDER BY term) FROM tool_terms"
+                        " WHERE term LIKE 'llam%%' OR term LIKE 'hotel%%' GROUP BY tenant_id"
+                    ).fetchall()
+                )
+                # Spanish stems (English reads "hotels" of the name as "hotel", and keeps
+                # "llamada").
+                assert stems == {
+                    spanish: ["hotel", "hotels", "llam"],
+                    english: ["hotel", "llamada"],
+                }
+                for tenant in (spanish, english):
                     assert_index_is_a_recount(tenant, database, conn)
         finally:
             database.dispose()

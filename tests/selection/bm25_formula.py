@@ -15,9 +15,14 @@ PUBLIC_BUCKET = UUID(int=0)
 
 
 def bm25_scores(
-    owner_conn: OwnerConn, tenant_id: UUID, query: str, allowed: set[UUID]
+    owner_conn: OwnerConn,
+    tenant_id: UUID,
+    query: str,
+    allowed: set[UUID],
+    config: str = "english",
 ) -> dict[str, float]:
-    """Scores recomputed in Python from the index tables, for a caller allowed `allowed`."""
+    """Scores recomputed in Python from the index tables, for a caller allowed `allowed`;
+    `config`: the text search configuration the tenant chose."""
     buckets = allowed | {PUBLIC_BUCKET}
     corpus = owner_conn.execute(
         "SELECT permission_key, doc_count, total_length FROM corpus_stats WHERE tenant_id = %s",
@@ -28,8 +33,9 @@ def bm25_scores(
     terms = [
         row[0]
         for row in owner_conn.execute(
-            "SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', toolsift_cjk_bigrams(%s)))",
-            (query,),
+            "SELECT DISTINCT lexeme"
+            " FROM unnest(to_tsvector(%s::regconfig, toolsift_cjk_bigrams(%s)))",
+            (config, query),
         )
     ]
     df: dict[str, int] = {}

@@ -9,10 +9,27 @@ split Chinese, Japanese or Korean runs into words: the database does that as it 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: The text search configuration text is analysed with, unless a tenant chose another.
 TEXT_SEARCH_CONFIG = "english"
+#: PostgreSQL's own configurations (`pg_catalog.pg_ts_config`; a test checks the server has
+#: these): a language's Snowball stemmer and stop words, or `simple`, which only lowercases.
+#: A tenant's `text_search` setting names one (`lexical/sql/toolsift_text_search.sql`).
+TEXT_SEARCH_CONFIGS = (
+    "arabic", "armenian", "basque", "catalan", "danish", "dutch", "english", "estonian",
+    "finnish", "french", "german", "greek", "hindi", "hungarian", "indonesian", "irish",
+    "italian", "lithuanian", "nepali", "norwegian", "portuguese", "romanian", "russian",
+    "serbian", "simple", "spanish", "swedish", "tamil", "turkish", "yiddish",
+)  # fmt: skip
+
+
+def text_search(settings: Mapping[str, Any]) -> str:
+    """The configuration a tenant's settings choose, as `toolsift_text_search` reads them."""
+    chosen = settings.get("text_search")
+    return chosen if chosen in TEXT_SEARCH_CONFIGS else TEXT_SEARCH_CONFIG
 
 
 @dataclass(frozen=True)

@@ -32,15 +32,19 @@ from .analysis import (
 
 # The fields given, and the words of the tools' learned queries as read here (a new tool has
 # none): each tool's `learned_terms` most frequent, ties by lexeme (in code point order, as
-# the tuning loop sorts them). CJK runs become pairs of characters first, as in the query.
+# the tuning loop sorts them). CJK runs become pairs of characters first, as in the query;
+# the tenant's text search configuration is read as `toolsift_bm25` reads it.
 _ANALYSE = text(
     """
-    WITH fields AS (
+    WITH cfg AS (
+        SELECT public.toolsift_text_search(:tenant_id, CAST(:config AS regconfig)) AS config
+    ),
+    fields AS (
         SELECT f.tool_id, l.lexeme, sum(f.weight * cardinality(l.positions)) AS tf
-        FROM unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]),
+        FROM cfg,
+             unnest(CAST(:tool_ids AS uuid[]), CAST(:weights AS float8[]),
                     CAST(:bodies AS text[])) AS f(tool_id, weight, body),
-             unnest(to_tsvector(CAST(:config AS regconfig),
-                                public.toolsift_cjk_bigrams(f.body))) AS l
+             unnest(to_tsvector(cfg.config, public.toolsift_cjk_bigrams(f.body))) AS l
         GROUP BY f.tool_id, l.lexeme
     ),
     learned AS (
@@ -49,9 +53,8 @@ _ANALYSE = text(
                      row_number() OVER (PARTITION BY q.tool_id
                                         ORDER BY sum(cardinality(l.positions)) DESC,
                                                  l.lexeme COLLATE "C") AS r
-              FROM learned_queries q,
-                   unnest(to_tsvector(CAST(:config AS regconfig),
-                                      public.toolsift_cjk_bigrams(q.query))) AS l
+              FROM cfg, learned_queries q,
+                   unnest(to_tsvector(cfg.config, public.toolsift_cjk_bigrams(q.query))) AS l
               WHERE q.tenant_id = :tenant_id AND q.tool_id = ANY(CAST(:learners AS uuid[]))
               GROUP BY q.tool_id, l.lexeme) c
         WHERE c.r <= :learned_terms
@@ -315,3 +318,30 @@ def relearn(session: Session, tenant_id: UUID, tool_ids: Iterable[UUID]) -> None
     postings = analyse(session, tools)
     session.flush()
     reindex(session, tenant_id, indexed=tools, postings=postings, previous=previous)
+
+
+#: Tools analysed per statement when a whole catalog is: the rows of one batch are held in
+#: memory twice (postings, then the write's arrays).
+CATALOG_BATCH = 500
+
+
+def reanalyse_catalog(session: Session, tenant_id: UUID) -> int:
+    """Index again every live tool of the tenant, in this transaction: after a change of its
+    text search configuration, no select may read postings analysed the old way. Returns how
+    many tools that was."""
+    lock_chain(session, tenant_id)
+    ids = list(
+        session.scalars(
+            select(Tool.id)
+            .where(Tool.tenant_id == tenant_id, Tool.deleted_at.is_(None))
+            .order_by(Tool.position)
+        )
+    )
+    for start in range(0, len(ids), CATALOG_BATCH):
+        batch = ids[start : start + CATALOG_BATCH]
+        relearn(session, tenant_id, batch)
+        session.flush()
+        # Done with: a catalog of many thousands is not kept in the identity map.
+        for tool in [o for o in session.identity_map.values() if isinstance(o, Tool)]:
+            session.expunge(tool)
+    return len(ids)

@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator
 from ..access.schemas import KeyCreated
 from ..kit.schemas import ReadSchema, Schema, StoredSchema
 from ..kit.text import escape_unstorable, find_unstorable
+from ..lexical.analysis import TEXT_SEARCH_CONFIGS
 
 
 class TenantCreate(StoredSchema):
@@ -96,6 +97,15 @@ class TenantSettings(StoredSchema):
     model_config = ConfigDict(extra="allow")
 
     fusion: FusionSettings | None = None
+    text_search: str | None = Field(
+        default=None,
+        strict=True,
+        description="The PostgreSQL text search configuration its tools and queries are"
+        " analysed with for BM25: a language's stemmer and stop words, or 'simple' (words"
+        " only lowercased). English if omitted or null. A change indexes the catalog again,"
+        " within the request.",
+        examples=["spanish"],
+    )
     log_retention_days: int | None = Field(
         default=None,
         ge=1,
@@ -104,6 +114,13 @@ class TenantSettings(StoredSchema):
         description="Days this tenant's selection logs are kept (the deployment's default if"
         " omitted or null).",
     )
+
+    @field_validator("text_search")
+    @classmethod
+    def _known_text_search(cls, value: str | None) -> str | None:
+        if value is not None and value not in TEXT_SEARCH_CONFIGS:
+            raise ValueError(f"{value!r} is not one of: {', '.join(TEXT_SEARCH_CONFIGS)}")
+        return value
 
 
 class TenantUpdate(StoredSchema):

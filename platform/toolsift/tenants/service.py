@@ -13,6 +13,8 @@ from ..access.service import access
 from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, set_tenant
 from ..errors import NotFound, ServiceUnavailable, TenantDeleted, Unprocessable
 from ..kit.pagination import KeysetCursor
+from ..lexical.analysis import text_search
+from ..lexical.index import reanalyse_catalog
 from ..models import Tenant
 from ..security.audit import lock_chain
 from ..selection.dense import Fusion
@@ -136,7 +138,13 @@ class TenantService:
             given = data.settings.model_dump(exclude_unset=True)
             settings = merged(tenant.settings, given)
             _check_fusion(settings.get("fusion"))
+            analysed_with = text_search(tenant.settings)
             tenant.settings = settings
+            session.flush()
+            if text_search(settings) != analysed_with:
+                # Selects analyse with the new configuration once this commits: so must
+                # the postings they read (`lexical/sql/toolsift_text_search.sql`).
+                reanalyse_catalog(session, tenant.id)
         session.flush()
         return tenant
 

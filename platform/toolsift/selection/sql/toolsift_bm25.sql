@@ -1,5 +1,7 @@
 -- BM25 of the query against the caller's allowed catalog: its statistics buckets are the
 -- ones row-level security leaves, so idf and average length come from what it may use.
+-- The query is analysed as the tenant's tools are: with its text search configuration
+-- (p_config, the app's default, unless the tenant chose another).
 CREATE FUNCTION public.toolsift_bm25(
     p_tenant uuid,
     p_query text,
@@ -21,7 +23,8 @@ STABLE PARALLEL SAFE
 AS $$
     WITH q AS (
         SELECT DISTINCT lexeme AS term
-        FROM unnest(to_tsvector(p_config, public.toolsift_cjk_bigrams(p_query)))
+        FROM unnest(to_tsvector(public.toolsift_text_search(p_tenant, p_config),
+                                public.toolsift_cjk_bigrams(p_query)))
     ),
     -- Statistics of the caller's allowed catalog: RLS keeps only the permission buckets
     -- it may use. Sums run in bucket order, for the same floats whatever the plan.

@@ -1,0 +1,118 @@
+"""A tenant chooses the text search configuration (language) its BM25 text is analysed with.
+
+Every catalog was analysed with English stemming and stop words: a German catalog's
+"Rechnung" and its user's "Rechnungen" were different words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.fixtures.factories import Caller, agent_key, tool_body
+from tests.selection.bm25_formula import bm25_scores
+from tests.tools.test_index_consistency import assert_index_is_a_recount
+from toolsift.db import Database
+from toolsift.lexical.analysis import TEXT_SEARCH_CONFIGS
+
+OwnerConn = psycopg.Connection[tuple[Any, ...]]
+
+CATALOG = [
+    ("create_invoice", "Erstellt eine neue Rechnung für den Kunden"),
+    ("list_customers", "Listet alle Kunden mit ihren Adressen auf"),
+]
+QUERY = "Rechnungen erstellen"
+
+
+def test_the_server_has_each_configuration_a_tenant_may_choose(owner_conn: OwnerConn) -> None:
+    names = owner_conn.execute(
+        "SELECT array_agg(cfgname::text ORDER BY cfgname) FROM pg_ts_config"
+        " WHERE cfgnamespace = 'pg_catalog'::regnamespace"
+    ).fetchone()
+    assert names is not None
+    assert tuple(names[0]) == TEXT_SEARCH_CONFIGS
+
+
+def _terms(owner_conn: OwnerConn, caller: Caller, name: str) -> set[str]:
+    return {
+        term
+        for (term,) in owner_conn.execute(
+            "SELECT p.term FROM tool_terms p JOIN tools t"
+            " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
+            " WHERE t.tenant_id = %s AND t.name = %s",
+            (caller.tenant_id, name),
+        )
+    }
+
+
+def _found(agent: Caller) -> list[tuple[str, list[str]]]:
+    body = agent.ok(agent.select(QUERY, mode="bm25", k=1, debug=True))
+    return [(c["name"], sorted(c["matched_terms"])) for c in body["candidates"]]
+
+
+def test_a_german_catalog_is_read_in_german_once_the_tenant_chooses_it(
+    admin: Caller, database: Database, owner_conn: OwnerConn
+) -> None:
+    admin.ok(admin.put("/admin/v1/tools", {"tools": [tool_body(*t) for t in CATALOG]}))
+    agent = agent_key(admin, [])
+    # English: neither word of the request is a word of the catalog.
+    assert _found(agent) == []
+    assert "rechnung" in _terms(owner_conn, admin, "create_invoice")
+
+    patched = admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": "german"}}))
+    assert patched["settings"] == {"text_search": "german"}
+    # Indexed again in the request: German stems, and German stop words ("den") gone.
+    terms = _terms(owner_conn, admin, "create_invoice")
+    assert {"rechnung", "kund", "neu"} <= terms
+    assert not {"kunden", "neue", "den", "für"} & terms
+    assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
+    assert _found(agent) == [("create_invoice", ["rechnung"])]
+    body = agent.ok(agent.select(QUERY, mode="bm25", debug=True, k=10))
+    expected = bm25_scores(owner_conn, admin.tenant_id, body["query"], set(), config="german")
+    assert {c["name"]: c["score"] for c in body["candidates"]} == pytest.approx(expected)
+
+    # A tool written now is analysed in German too.
+    reminder = tool_body("send_reminder", "Sendet Erinnerungen für offene Rechnungen")
+    admin.ok(admin.post("/admin/v1/tools", reminder), 201)
+    assert {"erinner", "rechnung"} <= _terms(owner_conn, admin, "send_reminder")
+    assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
+
+    # Null resets it: English again, for every tool.
+    admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": None}}))
+    assert {"erinnerungen", "rechnungen"} <= _terms(owner_conn, admin, "send_reminder")
+    assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
+    assert _found(agent) == [("send_reminder", ["rechnungen"])]
+
+
+@pytest.mark.parametrize("value", ["klingon", "German", "pg_catalog.german", 5, ["german"]])
+def test_a_configuration_postgresql_lacks_is_refused_and_changes_nothing(
+    admin: Caller, owner_conn: OwnerConn, value: Any
+) -> None:
+    admin.ok(admin.put("/admin/v1/tools", {"tools": [tool_body(*t) for t in CATALOG]}))
+    before = _terms(owner_conn, admin, "create_invoice")
+    response = admin.patch("/admin/v1/tenant", {"settings": {"text_search": value}})
+    assert response.status_code == 422, response.text
+    assert "text_search" in response.text
+    assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {}
+    assert _terms(owner_conn, admin, "create_invoice") == before
+
+
+def _audited(owner_conn: OwnerConn, caller: Caller) -> int:
+    row = owner_conn.execute(
+        "SELECT count(*) FROM audit_log WHERE tenant_id = %s", (caller.tenant_id,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_an_unchanged_configuration_indexes_nothing_again(
+    admin: Caller, owner_conn: OwnerConn
+) -> None:
+    admin.ok(admin.put("/admin/v1/tools", {"tools": [tool_body(*t) for t in CATALOG]}))
+    admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": "english"}}))
+    audited = _audited(owner_conn, admin)
+    admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": None}}))
+    # The settings change alone: no tool was written.
+    assert _audited(owner_conn, admin) == audited + 1
