@@ -129,6 +129,16 @@ def _stand_ins(conn: Any, *, create: bool, only: Sequence[str] = tuple(_STAND_IN
             conn.execute(f"DROP FUNCTION {signature}")
 
 
+def _queued(url: str) -> list[tuple[Any, ...]]:
+    """The outbox's jobs: (tenant, kind, tool name, job id), by tool name."""
+    with _every_row(url) as conn:
+        return conn.execute(
+            "SELECT o.tenant_id, o.kind, t.name, o.id FROM outbox o"
+            " JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id"
+            " ORDER BY t.name"
+        ).fetchall()
+
+
 def _upsert(url: str, tenant_id: UUID, items: list[Any]) -> dict[str, str]:
     """Each tool's upsert status (created, updated, unchanged), by name."""
     from toolsift.db import ALL_PERMISSIONS, Database
@@ -608,12 +618,7 @@ def test_0035_indexes_again_the_tools_with_cjk_text(pg_server: str, worker_id: s
         assert old == [("获取指定城市的实时天气预报",)]
 
         upgrade(url)
-        with _every_row(url) as conn:
-            jobs = conn.execute(
-                "SELECT o.tenant_id, o.kind, t.name, o.id FROM outbox o"
-                " JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id"
-                " ORDER BY t.name"
-            ).fetchall()
+        jobs = _queued(url)
         assert [row[:3] for row in jobs] == [
             (tenants[0], "learn", "get_weather"),
             (tenants[1], "learn", "track"),
@@ -669,12 +674,7 @@ def test_0036_indexes_again_the_catalogs_whose_setting_chose_a_language(
             conn.commit()
 
         upgrade(url)
-        with _every_row(url) as conn:
-            jobs = conn.execute(
-                "SELECT o.tenant_id, o.kind, t.name, o.id FROM outbox o"
-                " JOIN tools t ON t.tenant_id = o.tenant_id AND t.id = o.tool_id"
-                " ORDER BY t.name"
-            ).fetchall()
+        jobs = _queued(url)
         assert [row[:3] for row in jobs] == [
             (spanish, "learn", "cancel_call"),
             (spanish, "learn", "list_hotels"),
