@@ -118,6 +118,36 @@ class TestEval:
         assert "--out" in result.output
         assert "starting an embedded stack" not in result.output
 
+    def test_tenant_settings_are_given_before_the_tools_and_kept(self, tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        options = ["--modes", "bm25", "--baselines", "none", "--half", "all", "--out", str(out)]
+        settings = ["--tenant-settings", '{"text_search": "simple"}']
+        result = runner.invoke(app, ["eval", str(TINY), *options, *settings])
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "results.json").read_text())
+        # As the API stored them (the answer of its PATCH).
+        assert data["tenant_settings"] == {"text_search": "simple"}
+
+    @pytest.mark.parametrize(
+        ("given", "said"),
+        [("{text_search", "not JSON"), ('["simple"]', "give a JSON object")],
+    )
+    def test_tenant_settings_that_are_not_an_object_are_refused_before_the_run(
+        self, given: str, said: str
+    ) -> None:
+        result = runner.invoke(app, ["eval", str(TINY), "--tenant-settings", given])
+        assert result.exit_code == 2, result.output
+        assert said in result.output
+        assert "starting an embedded stack" not in result.output
+
+    def test_a_setting_the_api_refuses_fails_the_run_with_its_reason(self, tmp_path: Path) -> None:
+        options = ["--modes", "bm25", "--baselines", "none", "--out", str(tmp_path / "out")]
+        settings = ["--tenant-settings", '{"text_search": "klingon"}']
+        result = runner.invoke(app, ["eval", str(TINY), *options, *settings])
+        assert result.exit_code != 0, result.output
+        assert "422" in result.output
+        assert "text_search" in result.output
+
     def test_a_mode_named_twice_runs_once(self, tmp_path: Path) -> None:
         out = tmp_path / "out"
         result = runner.invoke(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 import typer
@@ -20,6 +21,18 @@ def _csv(value: str, what: str) -> list[str]:
     if not items:
         raise typer.BadParameter(f"give at least one {what}")
     return items
+
+
+def _settings(value: str | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        settings = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise typer.BadParameter(f"not JSON: {error}", param_hint="--tenant-settings") from None
+    if not isinstance(settings, dict):
+        raise typer.BadParameter("give a JSON object", param_hint="--tenant-settings")
+    return settings
 
 
 def eval_command(
@@ -80,6 +93,14 @@ def eval_command(
             " (default: TOOLSIFT_EMBEDDING_ONNX_MODEL's)."
         ),
     ] = None,
+    tenant_settings: Annotated[
+        str | None,
+        typer.Option(
+            help="Settings (JSON, as PATCH /admin/v1/tenant merges them) the tenant gets before"
+            ' its tools, e.g. \'{"text_search": "german"}\' or'
+            ' \'{"fusion": {"dense_weight": 0.5}}\'; kept in results.json.'
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Selects in flight.")] = 4,
     embed_timeout: Annotated[
         float,
@@ -112,6 +133,7 @@ def eval_command(
             param_hint="--warm",
         )
     chosen = [] if baselines.strip() == "none" else _csv(baselines, "baseline")
+    given_settings = _settings(tenant_settings)
     options = Options(
         modes=list(dict.fromkeys(_csv(modes, "mode"))),  # a mode named twice runs once
         ks=ks,
@@ -122,6 +144,7 @@ def eval_command(
         concurrency=concurrency,
         embed_timeout=embed_timeout,
         embedding_model=embedding_model,
+        tenant_settings=given_settings,
     )
     try:
         check(options)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,12 @@ class Admin:
 
     def tenant(self) -> dict[str, Any]:
         result: dict[str, Any] = checked(self.http.get("/admin/v1/tenant"))
+        return result
+
+    def update_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge `settings` into the tenant's (PATCH /admin/v1/tenant); its settings after."""
+        tenant = checked(self.http.patch("/admin/v1/tenant", json={"settings": settings}))
+        result: dict[str, Any] = tenant["settings"]
         return result
 
     def has_tools(self) -> bool:

@@ -10,7 +10,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +54,9 @@ class Options:
     # The local model the stack of our own embeds with, and baseline_dense's; None: the
     # configured one (`TOOLSIFT_EMBEDDING_ONNX_MODEL`).
     embedding_model: str | None = None
+    # Given to the tenant before its tools are loaded (`toolsift eval --tenant-settings`): a
+    # setting's effect measured on a dataset (`text_search`, `fusion`).
+    tenant_settings: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -65,6 +68,8 @@ class Evaluation:
     warm: dict[str, Any] | None = None
     # The model the tenant's vectors were served by, when a mode used them.
     embedding_model: str | None = None
+    # The tenant's settings, when the run gave it some.
+    tenant_settings: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The shape of results.json: `half` says which queries were measured ("check",
@@ -76,6 +81,7 @@ class Evaluation:
             "queries": len(self.dataset.queries),
             "results": self.results,
             **({"embedding_model": self.embedding_model} if self.embedding_model else {}),
+            **({"tenant_settings": self.tenant_settings} if self.tenant_settings else {}),
             **({"warm": self.warm} if self.warm is not None else {}),
         }
 
@@ -348,6 +354,9 @@ def evaluate(dataset: Dataset, options: Options, console: Console) -> Evaluation
     with _served(options, embeddings=embeddings, log=console.log) as (url, admin_key):
         admin = client.Admin(url, admin_key)
         try:
+            if options.tenant_settings:
+                # Before the tools: a `text_search` then analyses them once.
+                evaluation.tenant_settings = admin.update_settings(options.tenant_settings)
             with _progress(console) as progress:
                 task = progress.add_task("loading tools", total=n_tools)
                 admin.upload(dataset.tools, lambda n: progress.advance(task, n))
