@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -77,3 +78,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", f"property cases: {sum(counts.values())} in total")
         for nodeid, count in sorted(counts.items()):
             terminalreporter.write_line(f"{count:6d}  {nodeid}")
+
+
+@pytest.fixture
+def interruptible() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt, as in a terminal. A runner started in the background by
+    a script (`make test &`) inherits SIGINT ignored, and Python then installs no handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

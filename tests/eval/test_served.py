@@ -127,6 +127,7 @@ def _selects(owner_conn: OwnerConn, tenant_id: object) -> int:
     return int(row[0])
 
 
+@pytest.mark.usefixtures("interruptible")
 def test_ctrl_c_sends_no_more_selects(
     limited_url: str, admin: Caller, owner_conn: OwnerConn
 ) -> None:

@@ -19,6 +19,7 @@ class InterruptedWhileFinalised:
             pass
 
 
+@pytest.mark.usefixtures("interruptible")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_an_interrupt_swallowed_by_a_finalizer_is_raised_at_the_next_check() -> None:
     # Without it: the KeyboardInterrupt is printed as "Exception ignored" and dropped.
