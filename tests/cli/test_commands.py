@@ -228,6 +228,46 @@ class TestTenantAndKeys:
         ).fetchall()
         assert sorted(audited) == sorted((t, "cli", "insert", {"force": True}) for t in tenants)
 
+    def test_tenant_settings_prints_merges_and_refuses(
+        self, database: Database, owner_conn: OwnerConn
+    ) -> None:
+        tenant_id = _tenant(runner.invoke(app, ["tenant", "create", "acme"]).output)
+        settings = ["tenant", "settings", str(tenant_id)]
+        shown = runner.invoke(app, settings)
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout) == {}
+        invoice = ToolCreate(name="create_invoice", description="Erstellt eine neue Rechnung")
+        with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+            tool_service.upsert(session, tenant_id, [invoice])
+
+        german = '{"text_search": "german", "fusion": {"dense_weight": 0.5}}'
+        merged = runner.invoke(app, [*settings, "--set", german])
+        assert merged.exit_code == 0, merged.output
+        assert json.loads(merged.stdout) == json.loads(german)
+        assert "indexed again with text search 'german'" in merged.stderr
+        terms = {
+            term
+            for (term,) in owner_conn.execute(
+                "SELECT term FROM tool_terms WHERE tenant_id = %s", (tenant_id,)
+            )
+        }
+        assert {"rechnung", "erstellt", "neu"} <= terms
+
+        for given, said in [
+            ('{"text_search": "klingon"}', "settings.text_search: 'klingon' is not one of"),
+            ('{"fusion": {"k": 0}}', "settings.fusion.k:"),
+            ("{", "--set: not JSON"),
+            ('["german"]', "settings: Input should be a valid dictionary"),
+        ]:
+            refused = runner.invoke(app, [*settings, "--set", given])
+            assert refused.exit_code == 2, refused.output
+            assert said in refused.output
+        assert json.loads(runner.invoke(app, settings).stdout) == json.loads(german)
+
+        reset = runner.invoke(app, [*settings, "--set", '{"text_search": null}'])
+        assert json.loads(reset.stdout) == {"fusion": {"dense_weight": 0.5}}
+        assert "with text search 'english'" in reset.stderr
+
     @pytest.mark.parametrize("tenants", [[], ["--all-tenants", "--tenant", str(UUID(int=1))]])
     def test_reindex_needs_one_tenant_or_all(self, tenants: list[str]) -> None:
         result = runner.invoke(app, ["reindex", *tenants])

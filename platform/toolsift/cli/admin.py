@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,14 +22,16 @@ from ..errors import AppError
 from ..kit.commands import (
     DataDir,
     Tenant,
+    err,
     fail,
     known_tenant,
     settings_for,
     tenant_session,
     valid,
 )
+from ..lexical.analysis import text_search
 from ..security import audit
-from ..tenants.schemas import TenantCreate
+from ..tenants.schemas import TenantCreate, TenantUpdate
 from ..tenants.service import tenant as tenant_service
 from ..tools.importer import CatalogError, Imported, read_catalog
 from ..tools.service import tool as tool_service
@@ -102,6 +105,38 @@ def tenant_delete(
         f"{_count_of(deleted.keys, 'key')}"
         + (", its analyst login" if deleted.analyst_login else "")
     )
+
+
+@tenant_app.command("settings")
+def tenant_settings(
+    tenant: Annotated[UUID, typer.Argument(help="Tenant id.")],
+    merge: Annotated[
+        str | None,
+        typer.Option(
+            "--set",
+            help="Settings to merge first (JSON, as PATCH /admin/v1/tenant merges them; a null"
+            """ removes its key), e.g. '{"text_search": "german"}'.""",
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Print the tenant's retrieval settings as JSON, after merging `--set` into them."""
+    update = None
+    if merge is not None:
+        try:
+            given = json.loads(merge)
+        except json.JSONDecodeError as error:
+            fail(f"--set: not JSON: {error}")
+        update = valid(TenantUpdate, settings=given)
+    with tenant_session(tenant, data_dir) as session:
+        row = tenant_service.get(session)
+        analysed_with = text_search(row.settings)
+        if update is not None:
+            row = tenant_service.update(session, update)
+        settings = dict(row.settings)
+    if text_search(settings) != analysed_with:
+        err.print(f"the catalog was indexed again with text search {text_search(settings)!r}")
+    typer.echo(json.dumps(settings, indent=2, sort_keys=True))
 
 
 def _count_of(n: int, noun: str) -> str:
