@@ -6,16 +6,25 @@ Every catalog was analysed with English stemming and stop words: a German catalo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
+from sqlalchemy.orm import Session
 
+from tests.fixtures.db import wait_for_lock_waiters
 from tests.fixtures.factories import Caller, agent_key, tool_body
 from tests.selection.bm25_formula import bm25_scores
 from tests.tools.test_index_consistency import assert_index_is_a_recount
-from toolsift.db import Database
+from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.lexical.analysis import TEXT_SEARCH_CONFIGS
+from toolsift.tenants.schemas import TenantSettings, TenantUpdate
+from toolsift.tenants.service import tenant as tenant_service
+from toolsift.tools.schemas import ToolCreate
+from toolsift.tools.service import tool as tool_service
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
 
@@ -116,3 +125,37 @@ def test_an_unchanged_configuration_indexes_nothing_again(
     admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": None}}))
     # The settings change alone: no tool was written.
     assert _audited(owner_conn, admin) == audited + 1
+
+
+@pytest.mark.parametrize("first", ["setting", "tool write"])
+def test_a_tool_written_during_a_change_is_analysed_as_the_change_commits(
+    admin: Caller, database: Database, owner_conn: OwnerConn, first: str
+) -> None:
+    """The change and a tool write of the tenant run one after the other (the tenant's writer
+    lock): whichever waits reads what the other committed, so no tool keeps postings of the
+    configuration it was not served with."""
+    admin.ok(admin.put("/admin/v1/tools", {"tools": [tool_body(*t) for t in CATALOG]}))
+    german = TenantUpdate(settings=TenantSettings(text_search="german"))
+    reminder = ToolCreate(name="send_reminder", description="Sendet Erinnerungen für Rechnungen")
+
+    def change(session: Session) -> object:
+        return tenant_service.update(session, german)
+
+    def write(session: Session) -> object:
+        return tool_service.upsert(session, admin.tenant_id, [reminder])
+
+    steps = [change, write] if first == "setting" else [write, change]
+    with ThreadPoolExecutor(1) as pool:
+        with database.unit_of_work(admin.tenant_id, permissions=ALL_PERMISSIONS) as session:
+            steps[0](session)
+            racing = pool.submit(_in_unit, database, admin.tenant_id, steps[1])
+            wait_for_lock_waiters(owner_conn, 1)
+        racing.result(timeout=60)
+
+    assert {"erinner", "rechnung"} <= _terms(owner_conn, admin, "send_reminder")
+    assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
+
+
+def _in_unit(database: Database, tenant_id: UUID, step: Callable[[Session], object]) -> None:
+    with database.unit_of_work(tenant_id, permissions=ALL_PERMISSIONS) as session:
+        step(session)
