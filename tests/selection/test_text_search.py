@@ -21,6 +21,7 @@ from tests.selection.bm25_formula import bm25_scores
 from tests.tools.test_index_consistency import assert_index_is_a_recount
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.lexical.analysis import TEXT_SEARCH_CONFIGS
+from toolsift.tenants import schemas
 from toolsift.tenants.schemas import TenantSettings, TenantUpdate
 from toolsift.tenants.service import tenant as tenant_service
 from toolsift.tools.schemas import ToolCreate
@@ -106,6 +107,18 @@ def test_a_configuration_postgresql_lacks_is_refused_and_changes_nothing(
     assert "text_search" in response.text
     assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {}
     assert _terms(owner_conn, admin, "create_invoice") == before
+
+
+def test_a_configuration_the_server_lacks_is_refused_and_changes_nothing(
+    admin: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server of another PostgreSQL version than the one the list was read from."""
+    monkeypatch.setattr(schemas, "TEXT_SEARCH_CONFIGS", (*TEXT_SEARCH_CONFIGS, "klingon"))
+    response = admin.patch("/admin/v1/tenant", {"settings": {"text_search": "klingon"}})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "settings.text_search"
+    assert "no such text search configuration" in response.text
+    assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {}
 
 
 def _audited(owner_conn: OwnerConn, caller: Caller) -> int:

@@ -39,6 +39,10 @@ class DeletedTenant:
 # MCP sources go first: their foreign keys to permissions are RESTRICT (a permission in use
 # by a source may not be deleted), and the tenant's cascade would reach both in no set order.
 _DELETE_SOURCES = text("DELETE FROM mcp_sources WHERE tenant_id = :t")
+_HAS_TEXT_SEARCH = text(
+    "SELECT 1 FROM pg_catalog.pg_ts_config"
+    " WHERE cfgname = :name AND cfgnamespace = 'pg_catalog'::regnamespace"
+)
 _COUNTS = text(
     "SELECT (SELECT count(*) FROM tools WHERE tenant_id = :t AND deleted_at IS NULL) AS tools,"
     " (SELECT count(*) FROM api_keys WHERE tenant_id = :t AND revoked_at IS NULL) AS keys"
@@ -138,6 +142,8 @@ class TenantService:
             given = data.settings.model_dump(exclude_unset=True)
             settings = merged(tenant.settings, given)
             _check_fusion(settings.get("fusion"))
+            if given.get("text_search") is not None:
+                _check_text_search(session, given["text_search"])
             analysed_with = text_search(tenant.settings)
             tenant.settings = settings
             session.flush()
@@ -147,6 +153,16 @@ class TenantService:
                 reanalyse_catalog(session, tenant.id)
         session.flush()
         return tenant
+
+
+def _check_text_search(session: Session, name: str) -> None:
+    """A server of another version may lack one of the configurations the API knows; the
+    setting would then be stored and `toolsift_text_search` would read it as the default."""
+    if session.scalar(_HAS_TEXT_SEARCH, {"name": name}) is None:
+        raise Unprocessable(
+            f"{name!r}: this PostgreSQL server has no such text search configuration",
+            field="settings.text_search",
+        )
 
 
 def _check_fusion(fusion: Any) -> None:
