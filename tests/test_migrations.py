@@ -139,6 +139,23 @@ def _queued(url: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
+@contextmanager
+def _after_jobs(url: str, jobs: list[tuple[Any, ...]]) -> Iterator[Any]:
+    """The app's database once the worker's code has run the queued `jobs`, one at a time."""
+    from toolsift.db import Database
+    from toolsift.embedding.base import EmbeddingConfig, get_backend
+    from toolsift.embedding.service import embed_jobs
+
+    database = Database(url, pool_size=1)
+    try:
+        backend = get_backend(EmbeddingConfig())
+        for tenant, _, _, job in jobs:
+            embed_jobs(database, backend, tenant, [job])
+        yield database
+    finally:
+        database.dispose()
+
+
 def _upsert(url: str, tenant_id: UUID, items: list[Any]) -> dict[str, str]:
     """Each tool's upsert status (created, updated, unchanged), by name."""
     from toolsift.db import ALL_PERMISSIONS, Database
@@ -582,9 +599,6 @@ def test_0035_indexes_again_the_tools_with_cjk_text(pg_server: str, worker_id: s
     """Tools indexed before 0035 (a CJK run as one word) are indexed as pairs of characters
     through the jobs it queues: those whose text or learned queries hold CJK, in each tenant."""
     from tests.tools.test_index_consistency import assert_index_is_a_recount
-    from toolsift.db import Database
-    from toolsift.embedding.base import EmbeddingConfig, get_backend
-    from toolsift.embedding.service import embed_jobs
     from toolsift.tools.schemas import ToolCreate
 
     items = [
@@ -624,23 +638,16 @@ def test_0035_indexes_again_the_tools_with_cjk_text(pg_server: str, worker_id: s
             (tenants[1], "learn", "track"),
         ]
 
-        database = Database(url, pool_size=1)
-        try:
-            backend = get_backend(EmbeddingConfig())
-            for tenant, _, _, job in jobs:
-                embed_jobs(database, backend, tenant, [job])
-            with _every_row(url) as conn:
-                pairs = conn.execute(
-                    "SELECT t.name, p.term FROM tool_terms p JOIN tools t"
-                    " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
-                    " WHERE p.term IN ('天气', '包裹', '获取指定城市的实时天气预报')"
-                    " ORDER BY 1"
-                ).fetchall()
-                assert pairs == [("get_weather", "天气"), ("track", "包裹")]
-                for tenant in tenants:
-                    assert_index_is_a_recount(tenant, database, conn)
-        finally:
-            database.dispose()
+        with _after_jobs(url, jobs) as database, _every_row(url) as conn:
+            pairs = conn.execute(
+                "SELECT t.name, p.term FROM tool_terms p JOIN tools t"
+                " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
+                " WHERE p.term IN ('天气', '包裹', '获取指定城市的实时天气预报')"
+                " ORDER BY 1"
+            ).fetchall()
+            assert pairs == [("get_weather", "天气"), ("track", "包裹")]
+            for tenant in tenants:
+                assert_index_is_a_recount(tenant, database, conn)
 
 
 def test_0036_indexes_again_the_catalogs_whose_setting_chose_a_language(
@@ -649,9 +656,6 @@ def test_0036_indexes_again_the_catalogs_whose_setting_chose_a_language(
     """A `text_search` stored before 0036 (an unknown setting then, its tools analysed in
     English) takes effect with it: that tenant's tools are indexed again, no other's."""
     from tests.tools.test_index_consistency import assert_index_is_a_recount
-    from toolsift.db import Database
-    from toolsift.embedding.base import EmbeddingConfig, get_backend
-    from toolsift.embedding.service import embed_jobs
     from toolsift.tools.schemas import ToolCreate
 
     items = [
@@ -679,25 +683,18 @@ def test_0036_indexes_again_the_catalogs_whose_setting_chose_a_language(
             (spanish, "learn", "cancel_call"),
             (spanish, "learn", "list_hotels"),
         ]
-        database = Database(url, pool_size=1)
-        try:
-            backend = get_backend(EmbeddingConfig())
-            for tenant, _, _, job in jobs:
-                embed_jobs(database, backend, tenant, [job])
-            with _every_row(url) as conn:
-                stems = dict(
-                    conn.execute(
-                        "SELECT tenant_id, array_agg(term ORDER BY term) FROM tool_terms"
-                        " WHERE term LIKE 'llam%%' OR term LIKE 'hotel%%' GROUP BY tenant_id"
-                    ).fetchall()
-                )
-                # Spanish stems (English reads "hotels" of the name as "hotel", and keeps
-                # "llamada").
-                assert stems == {
-                    spanish: ["hotel", "hotels", "llam"],
-                    english: ["hotel", "llamada"],
-                }
-                for tenant in (spanish, english):
-                    assert_index_is_a_recount(tenant, database, conn)
-        finally:
-            database.dispose()
+        with _after_jobs(url, jobs) as database, _every_row(url) as conn:
+            stems = dict(
+                conn.execute(
+                    "SELECT tenant_id, array_agg(term ORDER BY term) FROM tool_terms"
+                    " WHERE term LIKE 'llam%%' OR term LIKE 'hotel%%' GROUP BY tenant_id"
+                ).fetchall()
+            )
+            # Spanish stems (English reads "hotels" of the name as "hotel", and keeps
+            # "llamada").
+            assert stems == {
+                spanish: ["hotel", "hotels", "llam"],
+                english: ["hotel", "llamada"],
+            }
+            for tenant in (spanish, english):
+                assert_index_is_a_recount(tenant, database, conn)
