@@ -325,10 +325,9 @@ def relearn(session: Session, tenant_id: UUID, tool_ids: Iterable[UUID]) -> None
 CATALOG_BATCH = 500
 
 
-def reanalyse_catalog(session: Session, tenant_id: UUID) -> int:
+def reanalyse_catalog(session: Session, tenant_id: UUID) -> None:
     """Index again every live tool of the tenant, in this transaction: after a change of its
-    text search configuration, no select may read postings analysed the old way. Returns how
-    many tools that was."""
+    text search configuration, no select may read postings analysed the old way."""
     lock_chain(session, tenant_id)
     ids = list(
         session.scalars(
@@ -344,4 +343,3 @@ def reanalyse_catalog(session: Session, tenant_id: UUID) -> int:
         # Done with: a catalog of many thousands is not kept in the identity map.
         for tool in [o for o in session.identity_map.values() if isinstance(o, Tool)]:
             session.expunge(tool)
-    return len(ids)
