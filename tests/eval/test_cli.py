@@ -127,6 +127,7 @@ class TestEval:
         data = json.loads((out / "results.json").read_text())
         # As the API stored them (the answer of its PATCH).
         assert data["tenant_settings"] == {"text_search": "simple"}
+        assert 'Tenant settings: `{"text_search": "simple"}`.' in (out / "results.md").read_text()
 
     @pytest.mark.parametrize(
         ("given", "said"),

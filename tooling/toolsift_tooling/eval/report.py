@@ -59,6 +59,9 @@ def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
     catalog = rows[0]["catalog_tokens"] if rows else 0
     if catalog:
         lines += ["", f"Whole catalog: {catalog:,.0f} tokens."]
+    if settings := data.get("tenant_settings"):
+        # A table read without them would pass for the defaults' figures.
+        lines += ["", f"Tenant settings: `{json.dumps(settings, sort_keys=True)}`."]
     return "\n".join(lines) + "\n"
 
 
