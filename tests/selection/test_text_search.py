@@ -70,13 +70,23 @@ def test_a_german_catalog_is_read_in_german_once_the_tenant_chooses_it(
     # English: neither word of the request is a word of the catalog.
     assert _found(agent) == []
     assert "rechnung" in _terms(owner_conn, admin, "create_invoice")
+    # A query users called the tool for: its words join the tool's BM25 document (as the
+    # worker records it; no worker runs here), analysed with the tenant's configuration too.
+    owner_conn.execute(
+        "INSERT INTO learned_queries (tenant_id, tool_id, query_hash, query, position)"
+        " SELECT t.tenant_id, t.id, sha256(convert_to(q, 'UTF8')), q, t.position"
+        " FROM tools t, (VALUES ('Rechnungen schreiben')) v(q)"
+        " WHERE t.tenant_id = %s AND t.name = 'create_invoice'",
+        (admin.tenant_id,),
+    )
 
     patched = admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": "german"}}))
     assert patched["settings"] == {"text_search": "german"}
-    # Indexed again in the request: German stems, and German stop words ("den") gone.
+    # Indexed again in the request: German stems, and German stop words ("den") gone; the
+    # learned query's words too ("schreiben" is "schreib").
     terms = _terms(owner_conn, admin, "create_invoice")
-    assert {"rechnung", "kund", "neu"} <= terms
-    assert not {"kunden", "neue", "den", "für"} & terms
+    assert {"rechnung", "kund", "neu", "schreib"} <= terms
+    assert not {"kunden", "neue", "den", "für", "schreiben"} & terms
     assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
     assert _found(agent) == [("create_invoice", ["rechnung"])]
     body = agent.ok(agent.select(QUERY, mode="bm25", debug=True, k=10))
@@ -93,7 +103,11 @@ def test_a_german_catalog_is_read_in_german_once_the_tenant_chooses_it(
     admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": None}}))
     assert {"erinnerungen", "rechnungen"} <= _terms(owner_conn, admin, "send_reminder")
     assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
-    assert _found(agent) == [("send_reminder", ["rechnungen"])]
+    # English words again: "Rechnungen" of the reminder and of the learned query.
+    assert sorted(_found(agent)) == [
+        ("create_invoice", ["rechnungen"]),
+        ("send_reminder", ["rechnungen"]),
+    ]
 
 
 @pytest.mark.parametrize("value", ["klingon", "German", "pg_catalog.german", 5, ["german"]])
