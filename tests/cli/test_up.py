@@ -95,7 +95,7 @@ def test_a_remembered_port_now_taken_is_a_clear_error_and_stops_what_started(
 
 
 def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace() -> None:
-    from toolsift.cli.run import stop_process
+    from toolsift.kit.processes import stop_process
 
     stubborn = subprocess.Popen(
         [
@@ -134,7 +134,7 @@ time.sleep(60)
 def test_what_a_worker_leaves_in_its_group_is_ended_with_it(tmp_path: Path) -> None:
     """Celery's beat or a pool child outlived a worker stopped by a signal sent to `up`
     alone; stopping the worker now ends its whole process group."""
-    from toolsift.cli.run import group_members, start_process, stop_process
+    from toolsift.kit.processes import group_members, start_process, stop_process
 
     pid_file = tmp_path / "child.pid"
     spawner = f"CHILD = {_CHILD!r}\n{_SPAWNER}"
@@ -154,7 +154,7 @@ def test_what_a_worker_leaves_in_its_group_is_ended_with_it(tmp_path: Path) -> N
 def test_a_signal_to_up_alone_stops_every_process_of_its_worker(tmp_path: Path) -> None:
     """`kill -INT <up>` (a supervisor, a script), not a terminal's Ctrl-C to every process:
     the worker, its pool child and its embedded beat all stop with `up`."""
-    from toolsift.cli.run import group_members
+    from toolsift.kit.processes import group_members
 
     data, port = tmp_path / "data", free_port()
     log = tmp_path / "up.log"

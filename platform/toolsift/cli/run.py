@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import ipaddress
 import json
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 from uuid import UUID
 
-import psutil
 import typer
 from rich.table import Table
 from rich.text import Text
@@ -32,12 +30,12 @@ from ..embedding import local as local_models
 from ..embedding.base import EmbeddingError, get_backend
 from ..kit.commands import (
     DataDir,
-    err,
     fail,
     known_tenant,
     settings_for,
 )
 from ..kit.interrupts import StickyInterrupt
+from ..kit.processes import start_process, stop_process
 from ..mcp.cli import start_listener
 from ..migrate import ensure_database, upgrade
 from ..models import Tenant as TenantRow
@@ -402,65 +400,6 @@ def up(
         finally:
             for service in reversed(started):
                 service.stop()
-
-
-def start_process(command: list[str], *, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start `command` in a process group of its own, so `stop_process` can find what it
-    leaves behind, and a terminal's Ctrl-C reaches it only as `up`'s orderly SIGTERM."""
-    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, process_group=0)
-
-
-def stop_process(process: subprocess.Popen[bytes], what: str, *, grace: float = 30.0) -> None:
-    """SIGTERM (a Celery worker then finishes its task), and SIGKILL after `grace` seconds:
-    a worker stuck in its warm shutdown must not keep `up` from stopping the servers.
-
-    Then the rest of its process group, if it leads one: Celery's embedded beat or a pool
-    child outlived a worker stopped by a signal sent to `up` alone (not a terminal's Ctrl-C,
-    which reaches every process), and kept running with no parent."""
-    group = _led_group(process)
-    process.terminate()
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        err.print(f"[yellow]{what} did not stop within {grace:g} s; killing it[/yellow]")
-        process.kill()
-        process.wait(timeout=10)
-    if group is not None:
-        _end_group(group, what, grace=min(grace, 5.0))
-
-
-def _led_group(process: subprocess.Popen[bytes]) -> int | None:
-    """The process group `process` leads, if it does (never the caller's own group)."""
-    try:
-        group = os.getpgid(process.pid)
-    except ProcessLookupError:
-        return None
-    return group if group == process.pid and group != os.getpgrp() else None
-
-
-def group_members(group: int) -> list[psutil.Process]:
-    """The live processes of a process group (zombies are dead, awaiting their reaper)."""
-    members = []
-    for candidate in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            if os.getpgid(candidate.pid) == group and candidate.status() != psutil.STATUS_ZOMBIE:
-                members.append(candidate)
-    return members
-
-
-def _end_group(group: int, what: str, *, grace: float) -> None:
-    left = group_members(group)
-    for member in left:
-        with contextlib.suppress(psutil.Error):
-            member.terminate()
-    _, alive = psutil.wait_procs(left, timeout=grace)
-    if alive:
-        left_behind = f"{what} left {len(alive)} processes that did not stop; killing them"
-        err.print(f"[yellow]{left_behind}[/yellow]")
-        for member in alive:
-            with contextlib.suppress(psutil.Error):
-                member.kill()
-        psutil.wait_procs(alive, timeout=10)
 
 
 def _demo_loaded(database: Database, state: Path) -> bool:

@@ -23,6 +23,7 @@ import psutil
 from toolsift.embedded._common import log_tail
 from toolsift.embedded.postgres import EmbeddedPostgres
 from toolsift.embedded.redis import EmbeddedRedis
+from toolsift.kit.processes import stop_process
 from toolsift.migrate import ensure_database, upgrade
 
 DATABASE_NAME = "toolsift_bench"
@@ -156,23 +157,10 @@ class ApiServer:
             return []
 
     def stop(self) -> None:
-        """SIGTERM to the server's own process group, SIGKILL after 10 s."""
+        """SIGTERM, SIGKILL after 10 s; then whatever of its process group is left."""
         proc, self._proc = self._proc, None
-        stop_group(proc, grace=10.0)
-
-
-def stop_group(proc: subprocess.Popen[bytes] | None, *, grace: float) -> None:
-    """SIGTERM to a child's own process group, SIGKILL if it is still there after `grace` s."""
-    if proc is None or proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        if proc is not None:
+            stop_process(proc, "uvicorn", grace=10.0)
 
 
 class Worker:
@@ -228,7 +216,8 @@ class Worker:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        stop_group(proc, grace=20.0)
+        if proc is not None:
+            stop_process(proc, "the worker", grace=20.0)
 
 
 @contextlib.contextmanager
