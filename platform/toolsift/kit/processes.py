@@ -37,7 +37,10 @@ def stop_process(process: subprocess.Popen[bytes], what: str, *, grace: float = 
 
 
 def _led_group(process: subprocess.Popen[bytes]) -> int | None:
-    """The process group `process` leads, if it does (never the caller's own group)."""
+    """The process group `process` leads, if it does (never the caller's own group). None
+    once it was reaped: its pid, and so a group of that id, may be another's by now."""
+    if process.returncode is not None:
+        return None
     try:
         group = os.getpgid(process.pid)
     except ProcessLookupError:
