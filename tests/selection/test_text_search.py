@@ -20,6 +20,7 @@ from tests.fixtures.factories import Caller, agent_key, tool_body
 from tests.selection.bm25_formula import bm25_scores
 from tests.tools.test_index_consistency import assert_index_is_a_recount
 from toolsift.db import ALL_PERMISSIONS, Database
+from toolsift.lexical import analysis
 from toolsift.lexical.analysis import TEXT_SEARCH_CONFIGS
 from toolsift.tenants import schemas
 from toolsift.tenants.schemas import TenantSettings, TenantUpdate
@@ -127,7 +128,9 @@ def test_a_configuration_the_server_lacks_is_refused_and_changes_nothing(
     admin: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server of another PostgreSQL version than the one the list was read from."""
-    monkeypatch.setattr(schemas, "TEXT_SEARCH_CONFIGS", (*TEXT_SEARCH_CONFIGS, "klingon"))
+    known = (*TEXT_SEARCH_CONFIGS, "klingon")
+    monkeypatch.setattr(schemas, "TEXT_SEARCH_CONFIGS", known)
+    monkeypatch.setattr(analysis, "TEXT_SEARCH_CONFIGS", known)
     response = admin.patch("/admin/v1/tenant", {"settings": {"text_search": "klingon"}})
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == "settings.text_search"

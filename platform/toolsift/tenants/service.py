@@ -13,7 +13,7 @@ from ..access.service import access
 from ..db import ALL_PERMISSIONS, OBSERVER_ROLE, as_observer, set_permissions, set_tenant
 from ..errors import NotFound, ServiceUnavailable, TenantDeleted, Unprocessable
 from ..kit.pagination import KeysetCursor
-from ..lexical.analysis import text_search
+from ..lexical.analysis import TEXT_SEARCH_CONFIG, text_search
 from ..lexical.index import reanalyse_catalog
 from ..models import Tenant
 from ..security.audit import lock_chain
@@ -39,10 +39,7 @@ class DeletedTenant:
 # MCP sources go first: their foreign keys to permissions are RESTRICT (a permission in use
 # by a source may not be deleted), and the tenant's cascade would reach both in no set order.
 _DELETE_SOURCES = text("DELETE FROM mcp_sources WHERE tenant_id = :t")
-_HAS_TEXT_SEARCH = text(
-    "SELECT 1 FROM pg_catalog.pg_ts_config"
-    " WHERE cfgname = :name AND cfgnamespace = 'pg_catalog'::regnamespace"
-)
+_TEXT_SEARCH = text("SELECT public.toolsift_text_search(:t, CAST(:default AS regconfig))::text")
 _COUNTS = text(
     "SELECT (SELECT count(*) FROM tools WHERE tenant_id = :t AND deleted_at IS NULL) AS tools,"
     " (SELECT count(*) FROM api_keys WHERE tenant_id = :t AND revoked_at IS NULL) AS keys"
@@ -136,31 +133,29 @@ class TenantService:
 
     def update(self, session: Session, data: TenantUpdate) -> Tenant:
         tenant = self.get(session, for_write=True)
+        analysed_with = text_search(tenant.settings)
         if data.name is not None:
             tenant.name = data.name
         if data.settings is not None:
-            given = data.settings.model_dump(exclude_unset=True)
-            settings = merged(tenant.settings, given)
+            settings = merged(tenant.settings, data.settings.model_dump(exclude_unset=True))
             _check_fusion(settings.get("fusion"))
-            if given.get("text_search") is not None:
-                _check_text_search(session, given["text_search"])
-            analysed_with = text_search(tenant.settings)
             tenant.settings = settings
-            session.flush()
-            if text_search(settings) != analysed_with:
-                # Selects analyse with the new configuration once this commits: so must
-                # the postings they read (`lexical/sql/toolsift_text_search.sql`).
-                reanalyse_catalog(session, tenant.id)
         session.flush()
+        if (chosen := text_search(tenant.settings)) != analysed_with:
+            _check_text_search(session, tenant.id, chosen)
+            # Selects analyse with the new configuration once this commits: so must the
+            # postings they read (`lexical/sql/toolsift_text_search.sql`).
+            reanalyse_catalog(session, tenant.id)
         return tenant
 
 
-def _check_text_search(session: Session, name: str) -> None:
-    """A server of another version may lack one of the configurations the API knows; the
-    setting would then be stored and `toolsift_text_search` would read it as the default."""
-    if session.scalar(_HAS_TEXT_SEARCH, {"name": name}) is None:
+def _check_text_search(session: Session, tenant_id: uuid.UUID, chosen: str) -> None:
+    """What the database reads for the stored setting must be the configuration chosen: a
+    server of another version may lack one the API knows, and would read the default."""
+    read = session.scalar(_TEXT_SEARCH, {"t": tenant_id, "default": TEXT_SEARCH_CONFIG})
+    if read != chosen:
         raise Unprocessable(
-            f"{name!r}: this PostgreSQL server has no such text search configuration",
+            f"{chosen!r}: this PostgreSQL server has no such text search configuration",
             field="settings.text_search",
         )
 
