@@ -1,4 +1,5 @@
-"""BM25 recomputed in Python from the index tables: what the served scores are held to."""
+"""BM25 recomputed in Python from the index tables, what the served scores are held to; and
+a tool's postings, read back."""
 
 from __future__ import annotations
 
@@ -58,3 +59,16 @@ def bm25_scores(
         saturation = tf * (bm25.K1 + 1) / (tf + bm25.K1 * (1 - bm25.B + bm25.B * length / avgdl))
         scores[name] = scores.get(name, 0.0) + idf * saturation
     return scores
+
+
+def tool_terms(owner_conn: OwnerConn, tenant_id: UUID, name: str) -> set[str]:
+    """The terms of the tool of that name in the index."""
+    return {
+        term
+        for (term,) in owner_conn.execute(
+            "SELECT p.term FROM tool_terms p JOIN tools t"
+            " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
+            " WHERE t.tenant_id = %s AND t.name = %s",
+            (tenant_id, name),
+        )
+    }

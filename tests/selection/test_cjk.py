@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.factories import Caller, agent_key, tool_body
-from tests.selection.bm25_formula import bm25_scores
+from tests.selection.bm25_formula import bm25_scores, tool_terms
 from toolsift.selection.schemas import MAX_TEXT
 
 OwnerConn = psycopg.Connection[tuple[Any, ...]]
@@ -95,15 +95,7 @@ def test_bm25_finds_a_tool_by_the_words_of_another_sentence(
 
 
 def test_a_tools_postings_are_pairs_of_characters(cjk_agent: Caller, owner_conn: OwnerConn) -> None:
-    terms = {
-        term
-        for (term,) in owner_conn.execute(
-            "SELECT p.term FROM tool_terms p JOIN tools t"
-            " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
-            " WHERE t.tenant_id = %s AND t.name = 'get_weather'",
-            (cjk_agent.tenant_id,),
-        )
-    }
+    terms = tool_terms(owner_conn, cjk_agent.tenant_id, "get_weather")
     assert {"实时", "天气", "预报", "温度"} <= terms
     assert not any(len(term) > 2 for term in terms if "\u4e00" <= term[0] <= "\u9fff")
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from tests.fixtures.db import wait_for_lock_waiters
 from tests.fixtures.factories import Caller, agent_key, tool_body
-from tests.selection.bm25_formula import bm25_scores
+from tests.selection.bm25_formula import bm25_scores, tool_terms
 from tests.tools.test_index_consistency import assert_index_is_a_recount
 from toolsift.db import ALL_PERMISSIONS, Database
 from toolsift.lexical import analysis
@@ -46,18 +46,6 @@ def test_the_server_has_each_configuration_a_tenant_may_choose(owner_conn: Owner
     assert tuple(names[0]) == TEXT_SEARCH_CONFIGS
 
 
-def _terms(owner_conn: OwnerConn, caller: Caller, name: str) -> set[str]:
-    return {
-        term
-        for (term,) in owner_conn.execute(
-            "SELECT p.term FROM tool_terms p JOIN tools t"
-            " ON t.tenant_id = p.tenant_id AND t.id = p.tool_id"
-            " WHERE t.tenant_id = %s AND t.name = %s",
-            (caller.tenant_id, name),
-        )
-    }
-
-
 def _found(agent: Caller) -> list[tuple[str, list[str]]]:
     body = agent.ok(agent.select(QUERY, mode="bm25", k=1, debug=True))
     return [(c["name"], sorted(c["matched_terms"])) for c in body["candidates"]]
@@ -70,7 +58,7 @@ def test_a_german_catalog_is_read_in_german_once_the_tenant_chooses_it(
     agent = agent_key(admin, [])
     # English: neither word of the request is a word of the catalog.
     assert _found(agent) == []
-    assert "rechnung" in _terms(owner_conn, admin, "create_invoice")
+    assert "rechnung" in tool_terms(owner_conn, admin.tenant_id, "create_invoice")
     # A query users called the tool for: its words join the tool's BM25 document (as the
     # worker records it; no worker runs here), analysed with the tenant's configuration too.
     owner_conn.execute(
@@ -85,7 +73,7 @@ def test_a_german_catalog_is_read_in_german_once_the_tenant_chooses_it(
     assert patched["settings"] == {"text_search": "german"}
     # Indexed again in the request: German stems, and German stop words ("den") gone; the
     # learned query's words too ("schreiben" is "schreib").
-    terms = _terms(owner_conn, admin, "create_invoice")
+    terms = tool_terms(owner_conn, admin.tenant_id, "create_invoice")
     assert {"rechnung", "kund", "neu", "schreib"} <= terms
     assert not {"kunden", "neue", "den", "für", "schreiben"} & terms
     assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
@@ -97,12 +85,14 @@ def test_a_german_catalog_is_read_in_german_once_the_tenant_chooses_it(
     # A tool written now is analysed in German too.
     reminder = tool_body("send_reminder", "Sendet Erinnerungen für offene Rechnungen")
     admin.ok(admin.post("/admin/v1/tools", reminder), 201)
-    assert {"erinner", "rechnung"} <= _terms(owner_conn, admin, "send_reminder")
+    assert {"erinner", "rechnung"} <= tool_terms(owner_conn, admin.tenant_id, "send_reminder")
     assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
 
     # Null resets it: English again, for every tool.
     admin.ok(admin.patch("/admin/v1/tenant", {"settings": {"text_search": None}}))
-    assert {"erinnerungen", "rechnungen"} <= _terms(owner_conn, admin, "send_reminder")
+    assert {"erinnerungen", "rechnungen"} <= tool_terms(
+        owner_conn, admin.tenant_id, "send_reminder"
+    )
     assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
     # English words again: "Rechnungen" of the reminder and of the learned query.
     assert sorted(_found(agent)) == [
@@ -116,12 +106,12 @@ def test_a_configuration_postgresql_lacks_is_refused_and_changes_nothing(
     admin: Caller, owner_conn: OwnerConn, value: Any
 ) -> None:
     admin.ok(admin.put("/admin/v1/tools", {"tools": [tool_body(*t) for t in CATALOG]}))
-    before = _terms(owner_conn, admin, "create_invoice")
+    before = tool_terms(owner_conn, admin.tenant_id, "create_invoice")
     response = admin.patch("/admin/v1/tenant", {"settings": {"text_search": value}})
     assert response.status_code == 422, response.text
     assert "text_search" in response.text
     assert admin.ok(admin.get("/admin/v1/tenant"))["settings"] == {}
-    assert _terms(owner_conn, admin, "create_invoice") == before
+    assert tool_terms(owner_conn, admin.tenant_id, "create_invoice") == before
 
 
 def test_a_configuration_the_server_lacks_is_refused_and_changes_nothing(
@@ -182,7 +172,7 @@ def test_a_tool_written_during_a_change_is_analysed_as_the_change_commits(
             wait_for_lock_waiters(owner_conn, 1)
         racing.result(timeout=60)
 
-    assert {"erinner", "rechnung"} <= _terms(owner_conn, admin, "send_reminder")
+    assert {"erinner", "rechnung"} <= tool_terms(owner_conn, admin.tenant_id, "send_reminder")
     assert_index_is_a_recount(admin.tenant_id, database, owner_conn)
 
 
