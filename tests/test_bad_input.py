@@ -207,6 +207,9 @@ class TestSelectRequestValidation:
             ({}, "messages"),
             ({"k": 3}, "messages"),
             ({"messages": [{"content": "hi"}]}, "messages[0].role"),
+            # A Responses API message item says who speaks too; an item's type is a name.
+            ({"messages": [{"type": "message", "content": "hi"}]}, "messages[0].role"),
+            ({"messages": [USER, {"type": "Function Call", "name": "x"}]}, "messages[1].type"),
             ({"messages": [USER, {"role": "wizard", "content": "x"}]}, "messages[1].role"),
             ({"messages": "where is my order"}, "messages"),
             ({"messages": [USER], "k": "five"}, "k"),

@@ -330,9 +330,14 @@ def requests(world: World, mode: str) -> st.SearchStrategy[dict[str, Any]]:
             ),
         }
     )
+    # A Responses API item: a call by name, or its output.
+    item = st.one_of(
+        st.builds(lambda n: {"type": "function_call", "call_id": "c", "name": n}, names),
+        st.builds(lambda t: {"type": "function_call_output", "call_id": "c", "output": t}, phrase),
+    )
     return st.fixed_dictionaries(
         {
-            "messages": st.lists(st.one_of(user, assistant), min_size=1, max_size=4),
+            "messages": st.lists(st.one_of(user, assistant, item), min_size=1, max_size=4),
             "task": st.fixed_dictionaries(
                 # A recent tool longer than any name is a 422 (`selection.schemas.RecentTool`).
                 {"plan": phrase, "recent_tools": st.lists(names.filter(_fits_a_name), max_size=4)}
@@ -384,6 +389,8 @@ def used_names(body: dict[str, Any]) -> set[str]:
         if isinstance(message.get("content"), list):
             names |= {b["name"] for b in message["content"] if b.get("type") == "tool_use"}
         names |= {c["function"]["name"] for c in message.get("tool_calls", [])}
+        if message.get("type") == "function_call":
+            names.add(message["name"])
     return names
 
 

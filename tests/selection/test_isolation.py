@@ -154,12 +154,14 @@ class TestOtherTenantsTools:
                     "content": [{"type": "tool_use", "id": "t1", "name": f"{prefix}issue_refund"}],
                     "tool_calls": [{"id": "c1", "type": "function", "function": call}],
                 },
+                # A Responses API call item.
+                {"type": "function_call", "call_id": "c2", "name": f"{prefix}refund_policy"},
                 {"role": "user", "content": "ok"},
             ]
             task = {"recent_tools": [f"{prefix}order_status"]}
             return {"messages": messages, "task": task, "debug": True, "k": 50}
 
-        used = ["issue_refund", "lookup_account", "order_status"]
+        used = ["issue_refund", "lookup_account", "order_status", "refund_policy"]
         # Control: the same request naming acme's own twins brings all three in.
         own = _names(acme.agent.ok(acme.agent.post("/v1/select", request("acme_"))))
         assert {f"acme_{n}" for n in used} <= set(own)
@@ -544,6 +546,15 @@ def _openai_history(tool: str, last: str) -> list[dict[str, Any]]:
     ]
 
 
+def _responses_history(tool: str, last: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": [{"type": "input_text", "text": "refund me"}]},
+        {"type": "function_call", "call_id": "c1", "name": tool, "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "{}"},
+        {"role": "user", "content": last},
+    ]
+
+
 def _requests() -> Iterator[tuple[str, Any]]:
     """What a curious caller might send to learn about tools it may not use."""
     texts = [
@@ -571,6 +582,7 @@ def _requests() -> Iterator[tuple[str, Any]]:
             )
             yield "/v1/select", {"messages": _anthropic_history(forbidden, "ok"), **common}
             yield "/v1/select", {"messages": _openai_history(forbidden, "go"), **common}
+            yield "/v1/select", {"messages": _responses_history(forbidden, "go"), **common}
             yield "/v1/select", {"messages": _anthropic_history(forbidden, forbidden), **common}
     # Errors must not name them either.
     naming = [{"role": "user", "content": "issue_refund delete_account"}]

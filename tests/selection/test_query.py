@@ -58,6 +58,91 @@ def test_a_tool_s_output_is_never_the_query(result: dict[str, Any]) -> None:
     assert build_query(request) == "Let me look up the orders."
 
 
+# One conversation in the three shapes the select reads: the user asks, the model calls a
+# tool, the tool answers (long), the model speaks, then calls a second tool.
+ASKED = "Where is order 1234 and can I change its address?"
+SAID = "It ships tomorrow. Let me check the address."
+SHAPES = {
+    "chat_completions": [
+        {"role": "user", "content": ASKED},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "order_status", "arguments": "{}"}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "status row " * 2000},
+        {"role": "assistant", "content": SAID, "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "get_address", "arguments": "{}"}}
+        ]},
+    ],
+    "anthropic": [
+        {"role": "user", "content": [{"type": "text", "text": ASKED}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "c1", "name": "order_status", "input": {}}
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "status row " * 2000}
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": SAID},
+            {"type": "tool_use", "id": "c2", "name": "get_address", "input": {}},
+        ]},
+    ],
+    # The Responses API's input items, as a client passes its `input` list through: items
+    # without a role, a reasoning item, and the model's text as `output_text`.
+    "responses": [
+        {"role": "user", "content": [{"type": "input_text", "text": ASKED}]},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "c1", "name": "order_status", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "status row " * 2000},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": SAID, "annotations": []}]},
+        {"type": "function_call", "call_id": "c2", "name": "get_address", "arguments": "{}"},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_three_shapes_of_one_conversation_give_one_query(shape: str) -> None:
+    request = SelectRequest.model_validate({"messages": SHAPES[shape]})
+    assert build_query(request) == ASKED
+    assert used_tools(request) == ["get_address", "order_status"]
+    # With no user text left, the model's words are the query, never a tool's output.
+    last_turn = SelectRequest.model_validate({"messages": SHAPES[shape][1:]})
+    assert build_query(last_turn) == SAID
+
+
+def test_responses_items_of_any_type_are_taken_and_only_calls_are_read() -> None:
+    """The Responses API adds item types; a client passing its input through must not fail
+    on one. A chat message's `name` is its speaker's, never a tool called."""
+    request = SelectRequest.model_validate(
+        {
+            "messages": [
+                {"role": "user", "name": "alice", "content": "book a flight to Lisbon"},
+                {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+                {"type": "item_reference", "id": "msg_0"},
+                {"type": "custom_tool_call", "call_id": "c3", "name": "run_sql", "input": "x"},
+                {"type": "mcp_call", "server_label": "github", "name": "create_issue"},
+                {"type": "a_type_of_next_year", "name": "not_a_call", "content": "not a text"},
+                {"type": "function_call", "call_id": "c4", "name": 7},
+            ]
+        }
+    )
+    assert build_query(request) == "book a flight to Lisbon"
+    # `mcp_call` names a tool of the caller's MCP server, not one of the registry.
+    assert used_tools(request) == ["run_sql"]
+
+
+def test_a_conversation_of_items_alone_is_read_from_the_task() -> None:
+    """A Responses client chaining `previous_response_id` sends only the new items."""
+    request = SelectRequest.model_validate(
+        {
+            "messages": [{"type": "function_call_output", "call_id": "c1", "output": "ok " * 50}],
+            "task": {"plan": "refund order 1234", "recent_tools": ["refund"]},
+        }
+    )
+    assert build_query(request) == "refund order 1234 refund"
+    assert used_tools(request) == ["refund"]
+
+
 def test_a_recent_tool_is_a_tool_s_name_not_any_text() -> None:
     with pytest.raises(ValidationError, match=r"recent_tools\.0"):
         SelectRequest.model_validate(

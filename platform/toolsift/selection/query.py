@@ -9,9 +9,14 @@ from ..errors import Unprocessable
 from ..kit.text import scrub
 from ..lexical.analysis import expand_identifiers
 from ..tools.schemas import TOOL_NAME_PATTERN
-from .schemas import MAX_TEXT, Message, SelectRequest
+from .schemas import CALL_ITEMS, MAX_TEXT, Message, SelectRequest
 
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+
+
+#: Blocks of text: Anthropic's and Chat Completions' `text`, the Responses API's `input_text`
+#: (what the user wrote) and `output_text` (what the model answered).
+_TEXT_BLOCKS = (None, "text", "input_text", "output_text")
 
 
 def _texts(message: Message) -> Iterable[str]:
@@ -19,9 +24,7 @@ def _texts(message: Message) -> Iterable[str]:
         yield message.content
     elif message.content:
         for block in message.content:
-            if block.get("type") in (None, "text", "input_text") and isinstance(
-                block.get("text"), str
-            ):
+            if block.get("type") in _TEXT_BLOCKS and isinstance(block.get("text"), str):
                 yield block["text"]
 
 
@@ -42,9 +45,10 @@ def build_query(request: SelectRequest) -> str:
 
 def _query_message(messages: list[Message]) -> int:
     """The last user message with text, or else the last assistant message with text, or
-    else the last message. Never a tool's output (an OpenAI `tool` message, as an Anthropic
-    `tool_result` block is no text): it is data the agent fetched, often long, not what
-    anyone asked, and the two shapes of one conversation must give one query."""
+    else the last message. Never a tool's output (an OpenAI `tool` message or
+    `function_call_output` item, as an Anthropic `tool_result` block is no text): it is data
+    the agent fetched, often long, not what anyone asked, and the three shapes of one
+    conversation must give one query."""
     for roles in (("user",), ("assistant",)):
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
@@ -54,7 +58,7 @@ def _query_message(messages: list[Message]) -> int:
 
 
 def _texts_of_query(message: Message) -> list[str]:
-    return [] if message.role == "tool" else list(_texts(message))
+    return list(_texts(message)) if message.role not in ("tool", None) else []
 
 
 #: Used tools a select keeps at most, the most recently called first.
@@ -73,6 +77,10 @@ def used_tools(request: SelectRequest) -> list[str]:
             function = call.get("function")
             if isinstance(function, dict) and isinstance(function.get("name"), str):
                 names.append(function["name"])
+        # A Responses API call item; a chat message's `name` is its speaker's, not a tool's.
+        name = (message.model_extra or {}).get("name")
+        if message.type in CALL_ITEMS and isinstance(name, str):
+            names.append(name)
     names += request.task.recent_tools
     # A name no registry tool can have (NUL, spaces, SQL) is dropped, not looked up.
     valid = (n for n in reversed(names) if _TOOL_NAME.fullmatch(n))

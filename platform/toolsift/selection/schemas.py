@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..access.schemas import RoleName
@@ -16,17 +16,37 @@ MAX_TEXT = 32_768
 Mode = Literal["bm25", "dense", "hybrid"]
 
 
-class Message(BaseModel):
-    """A chat turn in Anthropic or OpenAI shape; only text and tool names are read.
+#: Responses API items that call a tool by its `name` (`query.used_tools` reads them).
+CALL_ITEMS = ("function_call", "custom_tool_call")
 
-    Sizes are the body limit's to bound: the text of the one message the query is read from
-    is checked when the query is built (`query.build_query`)."""
+
+class Message(BaseModel):
+    """A chat turn in Anthropic or OpenAI shape, or a Responses API input item; only text
+    and tool names are read.
+
+    A Responses item other than a message (`function_call`, `function_call_output`,
+    `reasoning`...) has a `type` and no `role`. Any such type is taken, since that API adds
+    item types, and only the calls' names are read: a client that passes its `input` list
+    through must not fail on the first new one. Sizes are the body limit's to bound: the
+    text of the one message the query is read from is checked when the query is built
+    (`query.build_query`)."""
 
     model_config = ConfigDict(extra="allow")
 
-    role: Literal["user", "assistant", "system", "tool", "developer"]
+    # Before `role`, which reads it: a message must say who speaks, an item need not.
+    type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = None
+    role: Literal["user", "assistant", "system", "tool", "developer"] | None = Field(
+        default=None, validate_default=True
+    )
     content: str | list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] | None = None
+
+    @field_validator("role")
+    @classmethod
+    def _role_unless_item(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("type", "message") in (None, "message"):
+            raise PydanticCustomError("missing", "Field required")
+        return value
 
     @field_validator("content", mode="before")
     @classmethod
@@ -78,7 +98,11 @@ class SelectRequest(Schema):
         }
     )
 
-    messages: list[Message] = Field(min_length=1)
+    messages: list[Message] = Field(
+        min_length=1,
+        description="The conversation: Chat Completions or Anthropic messages, or Responses"
+        " API input items. A message needs a `role`; an item of another `type` needs none.",
+    )
     task: TaskState = Field(default_factory=TaskState)
     roles: list[RoleName] | None = Field(
         default=None, max_length=50, description="Roles to act as; default: all the key's roles."
