@@ -698,3 +698,46 @@ def test_0036_indexes_again_the_catalogs_whose_setting_chose_a_language(
             }
             for tenant in (spanish, english):
                 assert_index_is_a_recount(tenant, database, conn)
+
+
+def test_0037_indexes_again_the_catalogs_that_asked_to_fold_accents(
+    pg_server: str, worker_id: str
+) -> None:
+    """An `unaccent: true` stored before 0037 (an unknown setting then, accents kept) takes
+    effect with it: that tenant's tools are indexed again without accents, no other's."""
+    from tests.tools.test_index_consistency import assert_index_is_a_recount
+    from toolsift.tools.schemas import ToolCreate
+
+    items = [
+        ToolCreate(name="list_pupils", description="Lister les élèves inscrits"),
+        ToolCreate(name="order_coffee", description="Order a café au lait"),
+    ]
+    accented = "SELECT array_agg(DISTINCT tenant_id) FROM tool_terms WHERE term ~ '[À-ÿ]'"
+    with _scratch_database(pg_server, f"toolsift_unaccent_{worker_id}") as url:
+        command.downgrade(alembic_config(url), "0036")
+        folded, kept = _write_tools(url, items), _write_tools(url, items)
+        with _every_row(url) as conn:
+            conn.execute("DELETE FROM outbox")
+            conn.execute(
+                "UPDATE tenants SET settings = '{\"unaccent\": true}' WHERE id = %s", (folded,)
+            )
+            conn.commit()
+            row = conn.execute(accented).fetchone()
+            assert row is not None
+            assert sorted(row[0]) == sorted([folded, kept])
+
+        upgrade(url)
+        jobs = _queued(url)
+        assert [row[:3] for row in jobs] == [
+            (folded, "learn", "list_pupils"),
+            (folded, "learn", "order_coffee"),
+        ]
+        with _after_jobs(url, jobs) as database, _every_row(url) as conn:
+            assert conn.execute(accented).fetchone() == ([kept],)
+            terms = conn.execute(
+                "SELECT term FROM tool_terms WHERE tenant_id = %s AND term ~ '^(el|caf)'",
+                (folded,),
+            ).fetchall()
+            assert sorted(t for (t,) in terms) == ["cafe", "elev"]
+            for tenant in (folded, kept):
+                assert_index_is_a_recount(tenant, database, conn)

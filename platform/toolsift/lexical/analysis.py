@@ -26,10 +26,17 @@ TEXT_SEARCH_CONFIGS = (
 )  # fmt: skip
 
 
+#: The schema of each configuration's twin that folds accents first (migration 0037), for a
+#: tenant whose `unaccent` setting is true.
+UNACCENT_SCHEMA = "toolsift_unaccent"
+
+
 def text_search(settings: Mapping[str, Any]) -> str:
-    """The configuration a tenant's settings choose, as `toolsift_text_search` reads them."""
+    """The configuration a tenant's settings choose, as `toolsift_text_search` reads them
+    (and as PostgreSQL names it: a twin's name is qualified)."""
     chosen = settings.get("text_search")
-    return chosen if chosen in TEXT_SEARCH_CONFIGS else TEXT_SEARCH_CONFIG
+    name = chosen if chosen in TEXT_SEARCH_CONFIGS else TEXT_SEARCH_CONFIG
+    return f"{UNACCENT_SCHEMA}.{name}" if settings.get("unaccent") is True else name
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,14 @@ class TenantSettings(StoredSchema):
         " within the request.",
         examples=["spanish"],
     )
+    unaccent: bool | None = Field(
+        default=None,
+        strict=True,
+        description="Fold accents before stemming, in tools and queries alike, so that"
+        " 'créer' and 'creer' are one word (PostgreSQL's unaccent). Off if omitted or null. A"
+        " change indexes the catalog again, within the request.",
+        examples=[True],
+    )
     log_retention_days: int | None = Field(
         default=None,
         ge=1,
