@@ -8,8 +8,9 @@ compare changes to the SQL functions themselves. This loads the bench's syntheti
 (as `bench select` loads them: 98 small ones, which only shape the statistics the planner
 sees, one of 1,000 tools and one of 10,000) into a private embedded PostgreSQL migrated to
 head, and creates the ref's `toolsift_bm25` and `toolsift_select` (its `selection/sql/`
-files; the same signatures as the working tree's, which calls them) in a schema
-`baseline`. A connection whose search_path puts that schema first runs the baseline; the
+files; the same signatures as the working tree's, which calls them), and its
+`toolsift_text_search` (`lexical/sql/`, from 0036 on; its BM25 function calls that one) in a
+schema `baseline`. A connection whose search_path puts that schema first runs the baseline; the
 rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
 
 1. **function**: one connection per side calls its `toolsift_select` as the HTTP path does
@@ -75,29 +76,47 @@ CONCURRENCY = 8
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 
+# The functions a select runs that a baseline brings its own of: (domain, name, required).
+# The text search function came with 0036; a ref from before it has none.
+_FUNCTIONS = (
+    ("lexical", "toolsift_text_search", False),
+    ("selection", "toolsift_bm25", True),
+    ("selection", "toolsift_select", True),
+)
+
+
+def _baseline_file(source: str, domain: str, name: str) -> str | None:
+    if Path(source).is_dir():
+        path = Path(source) / f"{name}.sql"
+        return path.read_text() if path.is_file() else None
+    shown = subprocess.run(
+        ["git", "show", f"{source}:platform/toolsift/{domain}/sql/{name}.sql"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def _baseline_sql(source: str) -> list[str]:
-    """The BM25 and select functions of the baseline: a folder holding the two `.sql` files,
-    or a git ref (its `platform/toolsift/selection/sql/` files)."""
+    """The select's functions of the baseline: a folder holding their `.sql` files, or a git
+    ref (its `selection/sql/` and `lexical/sql/` files). The BM25 function calls the text
+    search function by its qualified name: a baseline's calls its own."""
     statements = []
-    for name in ("toolsift_bm25", "toolsift_select"):
-        if Path(source).is_dir():
-            path = Path(source) / f"{name}.sql"
-            if not path.is_file():
-                raise SystemExit(f"{source}: no {path.name}")
-            text = path.read_text()
-        else:
-            shown = subprocess.run(
-                ["git", "show", f"{source}:platform/toolsift/selection/sql/{name}.sql"],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if shown.returncode != 0:
-                raise SystemExit(f"{source}: no {name}.sql ({shown.stderr.strip()})")
-            text = shown.stdout
+    own_text_search = False
+    for domain, name, required in _FUNCTIONS:
+        text = _baseline_file(source, domain, name)
+        if text is None:
+            if required:
+                raise SystemExit(f"{source}: no {name}.sql")
+            continue
         # Created in schema baseline, beside the working tree's in public.
         text = text.replace("CREATE FUNCTION public.", "CREATE FUNCTION ", 1)
+        if name == "toolsift_text_search":
+            own_text_search = True
+        elif name == "toolsift_bm25" and own_text_search:
+            text = text.replace("public.toolsift_text_search(", "baseline.toolsift_text_search(")
         statements.append(_with_steps(text) if name == "toolsift_select" else text)
     return statements
 

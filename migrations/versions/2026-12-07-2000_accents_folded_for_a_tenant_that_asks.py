@@ -104,20 +104,24 @@ RETURNS regconfig
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $$
+    -- Names are read as casts, which the server's caches answer: scans of pg_ts_config
+    -- doubled what this cost a select. A configuration of pg_catalog prints unqualified.
     SELECT coalesce(
-        (SELECT u.oid::regconfig
+        (SELECT CASE WHEN tn.settings -> 'unaccent' = 'true'::jsonb
+                          AND pg_input_is_valid(twin.name, 'regconfig')
+                     THEN twin.name::regconfig
+                     ELSE chosen.config END
            FROM public.tenants tn
-           JOIN pg_catalog.pg_ts_config c ON c.oid = chosen.config
-           JOIN pg_catalog.pg_ts_config u ON u.cfgname = c.cfgname
-          WHERE tn.id = p_tenant AND tn.settings -> 'unaccent' = 'true'::jsonb
-            AND u.cfgnamespace = 'toolsift_unaccent'::regnamespace),
-        chosen.config)
-      FROM (SELECT coalesce(
-               (SELECT c.oid::regconfig
-                  FROM public.tenants tn
-                  JOIN pg_catalog.pg_ts_config c ON c.cfgname = tn.settings ->> 'text_search'
-                 WHERE tn.id = p_tenant AND c.cfgnamespace = 'pg_catalog'::regnamespace),
-               p_default) AS config) chosen
+          CROSS JOIN LATERAL (
+                SELECT 'pg_catalog.' || quote_ident(tn.settings ->> 'text_search') AS name) own
+          CROSS JOIN LATERAL (
+                SELECT CASE WHEN pg_input_is_valid(own.name, 'regconfig')
+                            THEN own.name::regconfig
+                            ELSE p_default END AS config) chosen
+          CROSS JOIN LATERAL (
+                SELECT 'toolsift_unaccent.' || quote_ident(chosen.config::text) AS name) twin
+          WHERE tn.id = p_tenant),
+        p_default)
 $$
 """
 
