@@ -106,3 +106,23 @@ def test_an_older_baseline_gets_the_ranked_row_it_was_written_for() -> None:
         "CREATE TYPE toolsift_ranked AS (tool_id uuid, score float8, terms text[],"
         " bm25_rank integer, dense_rank integer)"
     )
+
+
+def test_a_baseline_s_bm25_calls_its_own_text_search_function(tmp_path: Path) -> None:
+    """A change to `toolsift_text_search` is compared only if each side runs its own."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import select_function_ab
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    _baseline(tmp_path)
+    lexical = ROOT / "platform" / "toolsift" / "lexical" / "sql" / "toolsift_text_search.sql"
+    without = select_function_ab._baseline_sql(str(tmp_path))
+    assert len(without) == 2
+    assert "public.toolsift_text_search(" in without[0]
+    (tmp_path / lexical.name).write_text(lexical.read_text())
+    text_search, bm25, _ = select_function_ab._baseline_sql(str(tmp_path))
+    assert text_search.startswith(lexical.read_text().split("CREATE FUNCTION")[0])
+    assert "CREATE FUNCTION toolsift_text_search(" in text_search
+    assert "public.toolsift_text_search(" not in bm25
+    assert "baseline.toolsift_text_search(" in bm25

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -31,7 +32,12 @@ _READY_TIMEOUT = 60.0
 
 
 def start_database(data_dir: Path, stack: contextlib.ExitStack) -> tuple[EmbeddedPostgres, str]:
-    """A throwaway cluster (fsync off) with the schema migrated; returns it and the DB URL."""
+    """A throwaway cluster (fsync off) with the schema migrated; returns it and the DB URL.
+
+    SIGTERM unwinds `stack` as Ctrl-C does while it is open, so a benchmark that is killed
+    stops its cluster instead of leaving it running (signals reach the main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        stack.enter_context(sigterm_as_interrupt())
     server = EmbeddedPostgres(data_dir, fast=True)
     stack.callback(server.stop)  # registered first: stop() is a no-op if start() failed early
     server_url = server.start()
