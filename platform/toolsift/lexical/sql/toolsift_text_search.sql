@@ -13,8 +13,8 @@ RETURNS regconfig
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $$
-    -- Names are read as casts, which the server's caches answer: scans of pg_ts_config
-    -- doubled what this cost a select. A configuration of pg_catalog prints unqualified.
+    -- Names are read as casts, which the server's caches answer: scanning pg_ts_config
+    -- made the function twice as costly. A configuration of pg_catalog prints unqualified.
     SELECT coalesce(
         (SELECT CASE WHEN tn.settings -> 'unaccent' = 'true'::jsonb
                           AND pg_input_is_valid(twin.name, 'regconfig')
