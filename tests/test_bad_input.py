@@ -210,6 +210,11 @@ class TestSelectRequestValidation:
             # A Responses API message item says who speaks too; an item's type is a name.
             ({"messages": [{"type": "message", "content": "hi"}]}, "messages[0].role"),
             ({"messages": [USER, {"type": "Function Call", "name": "x"}]}, "messages[1].type"),
+            ({"messages": [{"role": "user", "parts": "hi"}]}, "messages[0].parts"),
+            (
+                {"messages": [{"role": "user", "parts": [{"text": "hi"}, "hi"]}]},
+                "messages[0].parts",
+            ),
             ({"messages": [USER, {"role": "wizard", "content": "x"}]}, "messages[1].role"),
             ({"messages": "where is my order"}, "messages"),
             ({"messages": [USER], "k": "five"}, "k"),

@@ -330,10 +330,17 @@ def requests(world: World, mode: str) -> st.SearchStrategy[dict[str, Any]]:
             ),
         }
     )
-    # A Responses API item: a call by name, or its output.
+    # A Responses API item (a call by name, or its output), or a Gemini turn's call parts.
     item = st.one_of(
         st.builds(lambda n: {"type": "function_call", "call_id": "c", "name": n}, names),
         st.builds(lambda t: {"type": "function_call_output", "call_id": "c", "output": t}, phrase),
+        st.builds(
+            lambda calls: {
+                "role": "model",
+                "parts": [{"functionCall": {"name": n}} for n in calls],
+            },
+            st.lists(names, max_size=2),
+        ),
     )
     return st.fixed_dictionaries(
         {
@@ -391,6 +398,7 @@ def used_names(body: dict[str, Any]) -> set[str]:
         names |= {c["function"]["name"] for c in message.get("tool_calls", [])}
         if message.get("type") == "function_call":
             names.add(message["name"])
+        names |= {p["functionCall"]["name"] for p in message.get("parts", [])}
     return names
 
 

@@ -154,8 +154,9 @@ class TestOtherTenantsTools:
                     "content": [{"type": "tool_use", "id": "t1", "name": f"{prefix}issue_refund"}],
                     "tool_calls": [{"id": "c1", "type": "function", "function": call}],
                 },
-                # A Responses API call item.
+                # A Responses API call item, and a Gemini call part.
                 {"type": "function_call", "call_id": "c2", "name": f"{prefix}refund_policy"},
+                {"role": "model", "parts": [{"functionCall": {"name": f"{prefix}search_help"}}]},
                 {"role": "user", "content": "ok"},
             ]
             task = {"recent_tools": [f"{prefix}order_status"]}
@@ -555,6 +556,15 @@ def _responses_history(tool: str, last: str) -> list[dict[str, Any]]:
     ]
 
 
+def _gemini_history(tool: str, last: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "parts": [{"text": "refund me"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": tool, "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": tool, "response": {}}}]},
+        {"role": "user", "parts": [{"text": last}]},
+    ]
+
+
 def _requests() -> Iterator[tuple[str, Any]]:
     """What a curious caller might send to learn about tools it may not use."""
     texts = [
@@ -583,6 +593,7 @@ def _requests() -> Iterator[tuple[str, Any]]:
             yield "/v1/select", {"messages": _anthropic_history(forbidden, "ok"), **common}
             yield "/v1/select", {"messages": _openai_history(forbidden, "go"), **common}
             yield "/v1/select", {"messages": _responses_history(forbidden, "go"), **common}
+            yield "/v1/select", {"messages": _gemini_history(forbidden, "go"), **common}
             yield "/v1/select", {"messages": _anthropic_history(forbidden, forbidden), **common}
     # Errors must not name them either.
     naming = [{"role": "user", "content": "issue_refund delete_account"}]

@@ -58,7 +58,7 @@ def test_a_tool_s_output_is_never_the_query(result: dict[str, Any]) -> None:
     assert build_query(request) == "Let me look up the orders."
 
 
-# One conversation in the three shapes the select reads: the user asks, the model calls a
+# One conversation in the four shapes the select reads: the user asks, the model calls a
 # tool, the tool answers (long), the model speaks, then calls a second tool.
 ASKED = "Where is order 1234 and can I change its address?"
 SAID = "It ships tomorrow. Let me check the address."
@@ -97,11 +97,24 @@ SHAPES = {
          "content": [{"type": "output_text", "text": SAID, "annotations": []}]},
         {"type": "function_call", "call_id": "c2", "name": "get_address", "arguments": "{}"},
     ],
+    # Gemini's `contents`: parts, `model` for the model, calls and their results as parts.
+    "gemini": [
+        {"role": "user", "parts": [{"text": ASKED}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "order_status", "args": {}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"name": "order_status", "response": {"rows": "status row " * 2000}}}
+        ]},
+        {"role": "model", "parts": [
+            {"text": "The user wants the address too.", "thought": True},
+            {"text": SAID},
+            {"functionCall": {"name": "get_address", "args": {}}},
+        ]},
+    ],
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_the_three_shapes_of_one_conversation_give_one_query(shape: str) -> None:
+def test_the_shapes_of_one_conversation_give_one_query(shape: str) -> None:
     request = SelectRequest.model_validate({"messages": SHAPES[shape]})
     assert build_query(request) == ASKED
     assert used_tools(request) == ["get_address", "order_status"]
@@ -129,6 +142,20 @@ def test_responses_items_of_any_type_are_taken_and_only_calls_are_read() -> None
     assert build_query(request) == "book a flight to Lisbon"
     # `mcp_call` names a tool of the caller's MCP server, not one of the registry.
     assert used_tools(request) == ["run_sql"]
+
+
+def test_a_gemini_turn_without_a_role_is_the_user_s_and_sdk_spellings_are_read() -> None:
+    request = SelectRequest.model_validate(
+        {
+            "messages": [
+                {"role": "model", "parts": [{"function_call": {"name": "list_orders"}}]},
+                {"parts": [{"text": "cancel the second one"}]},
+                {"role": "function", "parts": [{"text": "a function's output, as text"}]},
+            ]
+        }
+    )
+    assert build_query(request) == "cancel the second one"
+    assert used_tools(request) == ["list_orders"]
 
 
 def test_a_conversation_of_items_alone_is_read_from_the_task() -> None:

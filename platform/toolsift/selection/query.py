@@ -26,17 +26,29 @@ def _texts(message: Message) -> Iterable[str]:
         for block in message.content:
             if block.get("type") in _TEXT_BLOCKS and isinstance(block.get("text"), str):
                 yield block["text"]
+    # Gemini's text parts; a `thought` part is the model's reasoning, not what was asked.
+    for part in message.parts or []:
+        if isinstance(part.get("text"), str) and not part.get("thought"):
+            yield part["text"]
+
+
+#: Who speaks for the model: Gemini says `model`.
+_MODEL = ("assistant", "model")
+#: Roles whose turns are a tool's output (Gemini's earlier `function`), never the query.
+_OUTPUT = ("tool", "function", None)
 
 
 def build_query(request: SelectRequest) -> str:
     """Only the message the query is read from is bounded (the body limit bounds the rest):
     an earlier tool result of 40,000 characters is an ordinary conversation."""
     index = _query_message(request.messages)
-    texts = _texts_of_query(request.messages[index])
+    message = request.messages[index]
+    texts = _texts_of_query(message)
     if sum(len(t) for t in texts) > MAX_TEXT:
+        where = "content" if message.content or message.parts is None else "parts"
         raise Unprocessable(
             f"the message the query is read from must be at most {MAX_TEXT} characters of text",
-            field=f"messages[{index}].content",
+            field=f"messages[{index}].{where}",
         )
     parts = [*texts, request.task.plan, *request.task.recent_tools]
     # Terms are distinct in scoring, so expanding identifiers never double-counts a word.
@@ -47,9 +59,9 @@ def _query_message(messages: list[Message]) -> int:
     """The last user message with text, or else the last assistant message with text, or
     else the last message. Never a tool's output (an OpenAI `tool` message or
     `function_call_output` item, as an Anthropic `tool_result` block is no text): it is data
-    the agent fetched, often long, not what anyone asked, and the three shapes of one
+    the agent fetched, often long, not what anyone asked, and every shape of one
     conversation must give one query."""
-    for roles in (("user",), ("assistant",)):
+    for roles in (("user",), _MODEL):
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             if message.role in roles and any(t.strip() for t in _texts(message)):
@@ -58,7 +70,7 @@ def _query_message(messages: list[Message]) -> int:
 
 
 def _texts_of_query(message: Message) -> list[str]:
-    return list(_texts(message)) if message.role not in ("tool", None) else []
+    return list(_texts(message)) if message.role not in _OUTPUT else []
 
 
 #: Used tools a select keeps at most, the most recently called first.
@@ -77,6 +89,11 @@ def used_tools(request: SelectRequest) -> list[str]:
             function = call.get("function")
             if isinstance(function, dict) and isinstance(function.get("name"), str):
                 names.append(function["name"])
+        for part in message.parts or []:
+            # Gemini's REST API writes `functionCall`, its Python SDK `function_call`.
+            asked = part.get("functionCall", part.get("function_call"))
+            if isinstance(asked, dict) and isinstance(asked.get("name"), str):
+                names.append(asked["name"])
         # A Responses API call item; a chat message's `name` is its speaker's, not a tool's.
         name = (message.model_extra or {}).get("name")
         if message.type in CALL_ITEMS and isinstance(name, str):

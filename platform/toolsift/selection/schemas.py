@@ -21,8 +21,11 @@ CALL_ITEMS = ("function_call", "custom_tool_call")
 
 
 class Message(BaseModel):
-    """A chat turn in Anthropic or OpenAI shape, or a Responses API input item; only text
-    and tool names are read.
+    """A chat turn in Anthropic, OpenAI or Gemini shape, or a Responses API input item; only
+    text and tool names are read.
+
+    Gemini's turns carry `parts` and say `model` for the model; one without a role is the
+    user's, as Gemini reads it.
 
     A Responses item other than a message (`function_call`, `function_call_output`,
     `reasoning`...) has a `type` and no `role`. Any such type is taken, since that API adds
@@ -33,19 +36,33 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    # Before `role`, which reads it: a message must say who speaks, an item need not.
+    # Before `role`, which reads them: a message must say who speaks, an item need not, and
+    # a Gemini turn without a role is the user's.
     type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = None
-    role: Literal["user", "assistant", "system", "tool", "developer"] | None = Field(
-        default=None, validate_default=True
-    )
+    parts: list[dict[str, Any]] | None = None
+    role: (
+        Literal["user", "assistant", "model", "system", "tool", "function", "developer"] | None
+    ) = Field(default=None, validate_default=True)
     content: str | list[dict[str, Any]] | None = None
     tool_calls: list[dict[str, Any]] | None = None
 
     @field_validator("role")
     @classmethod
     def _role_unless_item(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("parts") is not None:
+            return "user"
         if value is None and info.data.get("type", "message") in (None, "message"):
             raise PydanticCustomError("missing", "Field required")
+        return value
+
+    @field_validator("parts", mode="before")
+    @classmethod
+    def _list_of_parts(cls, value: Any) -> Any:
+        """One error that names `parts`, as for `content`."""
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(p, dict) for p in value)
+        ):
+            raise PydanticCustomError("parts_type", "Input should be a list of parts (objects)")
         return value
 
     @field_validator("content", mode="before")
@@ -100,8 +117,9 @@ class SelectRequest(Schema):
 
     messages: list[Message] = Field(
         min_length=1,
-        description="The conversation: Chat Completions or Anthropic messages, or Responses"
-        " API input items. A message needs a `role`; an item of another `type` needs none.",
+        description="The conversation: Chat Completions, Anthropic or Gemini messages, or"
+        " Responses API input items. A message needs a `role` (a Gemini turn without one is"
+        " the user's); an item of another `type` needs none.",
     )
     task: TaskState = Field(default_factory=TaskState)
     roles: list[RoleName] | None = Field(
