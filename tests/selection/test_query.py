@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from toolsift.errors import Unprocessable
 from toolsift.selection.query import MAX_STEPS, MAX_USED_TOOLS, build_query, steps, used_tools
-from toolsift.selection.schemas import SelectRequest
+from toolsift.selection.schemas import MAX_TEXT, SelectRequest
 
 
 def test_used_tools_are_the_most_recent_distinct_names_and_bounded() -> None:
@@ -156,6 +157,15 @@ def test_a_gemini_turn_without_a_role_is_the_user_s_and_sdk_spellings_are_read()
     )
     assert build_query(request) == "cancel the second one"
     assert used_tools(request) == ["list_orders"]
+
+
+def test_too_long_a_gemini_turn_names_its_parts() -> None:
+    request = SelectRequest.model_validate(
+        {"messages": [{"role": "user", "parts": [{"text": "x" * (MAX_TEXT + 1)}]}]}
+    )
+    with pytest.raises(Unprocessable) as refused:
+        build_query(request)
+    assert refused.value.field == "messages[0].parts"
 
 
 def test_a_conversation_of_items_alone_is_read_from_the_task() -> None:
