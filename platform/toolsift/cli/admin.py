@@ -29,7 +29,6 @@ from ..kit.commands import (
     tenant_session,
     valid,
 )
-from ..lexical.analysis import text_search
 from ..security import audit
 from ..tenants.schemas import TenantCreate, TenantUpdate
 from ..tenants.service import tenant as tenant_service
@@ -129,13 +128,14 @@ def tenant_settings(
             fail(f"--set: not JSON: {error}")
         update = valid(TenantUpdate, settings=given)
     with tenant_session(tenant, data_dir) as session:
-        row = tenant_service.get(session)
-        analysed_with = text_search(row.settings)
-        if update is not None:
-            row = tenant_service.update(session, update)
+        if update is None:
+            row, reindexed_with = tenant_service.get(session), None
+        else:
+            updated = tenant_service.update(session, update)
+            row, reindexed_with = updated.tenant, updated.reindexed_with
         settings = dict(row.settings)
-    if text_search(settings) != analysed_with:
-        err.print(f"the catalog was indexed again with text search {text_search(settings)!r}")
+    if reindexed_with is not None:
+        err.print(f"the catalog was indexed again with text search {reindexed_with!r}")
     typer.echo(json.dumps(settings, indent=2, sort_keys=True))
 
 

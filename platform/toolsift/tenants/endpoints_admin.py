@@ -103,4 +103,4 @@ def get_tenant(ctx: AdminContext) -> Tenant:
 @router.patch("/tenant", response_model=TenantRead)
 def update_tenant(data: TenantUpdate, ctx: AdminContext) -> Tenant:
     """Rename the tenant, or merge `settings` into its current settings."""
-    return tenant_service.update(ctx.session, data)
+    return tenant_service.update(ctx.session, data).tenant

@@ -29,6 +29,14 @@ from .schemas import (
 
 
 @dataclass(frozen=True)
+class UpdatedTenant:
+    tenant: Tenant
+    # The text search configuration the catalog was indexed again with, if the change chose
+    # another one (`lexical.analysis.text_search`).
+    reindexed_with: str | None = None
+
+
+@dataclass(frozen=True)
 class DeletedTenant:
     name: str
     tools: int
@@ -131,7 +139,7 @@ class TenantService:
             name=tenant.name, tools=counts.tools, keys=counts.keys, analyst_login=analyst
         )
 
-    def update(self, session: Session, data: TenantUpdate) -> Tenant:
+    def update(self, session: Session, data: TenantUpdate) -> UpdatedTenant:
         tenant = self.get(session, for_write=True)
         analysed_with = text_search(tenant.settings)
         if data.name is not None:
@@ -146,7 +154,8 @@ class TenantService:
             # Selects analyse with the new configuration once this commits: so must the
             # postings they read (`lexical/sql/toolsift_text_search.sql`).
             reanalyse_catalog(session, tenant.id)
-        return tenant
+            return UpdatedTenant(tenant, reindexed_with=chosen)
+        return UpdatedTenant(tenant)
 
 
 def _check_text_search(session: Session, tenant_id: uuid.UUID, chosen: str) -> None:
