@@ -73,31 +73,30 @@ def _texts_of_query(message: Message) -> list[str]:
     return list(_texts(message)) if message.role not in _OUTPUT else []
 
 
+def _calls(message: Message) -> Iterable[str]:
+    """The names of the tools `message` calls, in each shape `_texts` reads."""
+    called: list[object] = []
+    if isinstance(message.content, list):  # Anthropic
+        called += [b.get("name") for b in message.content if b.get("type") == "tool_use"]
+    for call in message.tool_calls or []:  # Chat Completions
+        function = call.get("function")
+        called.append(function.get("name") if isinstance(function, dict) else None)
+    for part in message.parts or []:  # Gemini: `functionCall`, or as its Python SDK writes it
+        asked = part.get("functionCall", part.get("function_call"))
+        called.append(asked.get("name") if isinstance(asked, dict) else None)
+    # A Responses API call item; a chat message's `name` is its speaker's, not a tool's.
+    if message.type in CALL_ITEMS:
+        called.append((message.model_extra or {}).get("name"))
+    return (name for name in called if isinstance(name, str))
+
+
 #: Used tools a select keeps at most, the most recently called first.
 MAX_USED_TOOLS = 64
 
 
 def used_tools(request: SelectRequest) -> list[str]:
     """Tools called in the conversation or the task, most recent first, without repeats."""
-    names: list[str] = []
-    for message in request.messages:
-        if isinstance(message.content, list):
-            for block in message.content:
-                if block.get("type") == "tool_use" and isinstance(block.get("name"), str):
-                    names.append(block["name"])
-        for call in message.tool_calls or []:
-            function = call.get("function")
-            if isinstance(function, dict) and isinstance(function.get("name"), str):
-                names.append(function["name"])
-        for part in message.parts or []:
-            # Gemini's REST API writes `functionCall`, its Python SDK `function_call`.
-            asked = part.get("functionCall", part.get("function_call"))
-            if isinstance(asked, dict) and isinstance(asked.get("name"), str):
-                names.append(asked["name"])
-        # A Responses API call item; a chat message's `name` is its speaker's, not a tool's.
-        name = (message.model_extra or {}).get("name")
-        if message.type in CALL_ITEMS and isinstance(name, str):
-            names.append(name)
+    names = [name for message in request.messages for name in _calls(message)]
     names += request.task.recent_tools
     # A name no registry tool can have (NUL, spaces, SQL) is dropped, not looked up.
     valid = (n for n in reversed(names) if _TOOL_NAME.fullmatch(n))

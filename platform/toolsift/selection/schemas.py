@@ -59,11 +59,11 @@ class Message(BaseModel):
     @classmethod
     def _list_of_parts(cls, value: Any) -> Any:
         """One error that names `parts`, as for `content`."""
-        if value is not None and (
-            not isinstance(value, list) or not all(isinstance(p, dict) for p in value)
-        ):
-            raise PydanticCustomError("parts_type", "Input should be a list of parts (objects)")
-        return value
+        if value is None:
+            return value
+        if not isinstance(value, list):
+            raise PydanticCustomError("parts_type", "Input should be a list of parts")
+        return _objects(value, "part", "parts")
 
     @field_validator("content", mode="before")
     @classmethod
@@ -76,14 +76,19 @@ class Message(BaseModel):
             raise PydanticCustomError(
                 "content_type", "Input should be a string or a list of content blocks"
             )
-        for index, block in enumerate(value):
-            if not isinstance(block, dict):
-                raise PydanticCustomError(
-                    "content_block",
-                    "Input should be a list of content blocks (objects): item {index} is not one",
-                    {"index": index},
-                )
-        return value
+        return _objects(value, "content_block", "content blocks")
+
+
+def _objects(value: list[Any], error: str, what: str) -> list[Any]:
+    """`value` if each of its items is an object, else the error that says which is not."""
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise PydanticCustomError(
+                error,
+                "Input should be a list of {what} (objects): item {index} is not one",
+                {"what": what, "index": index},
+            )
+    return value
 
 
 # A recent tool is a tool's name (at most 64 characters); its text joins the query, which
