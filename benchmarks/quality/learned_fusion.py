@@ -4,12 +4,15 @@ The served fusion (`toolsift.selection.dense.fuse`) is reciprocal-rank fusion wi
 a floor, their constants chosen by hand on the tune halves. This asks whether a linear
 scorer over the evidence `toolsift_select` already has for each candidate (ranks, BM25 score
 against the best, cosine against the best and against the catalog's spread, the share of
-the query's words the tool has) does better: trained on the tune halves with a listwise
-softmax loss, measured on the check halves, and, to ask what a new tenant would get, with
-each dataset left out of the training in turn.
+the query's words the tool has) does better, fitted with a listwise softmax loss. Without
+`--check`, it chooses: each variant (features / L2 / weighting of the datasets) is fitted on
+one fold of the tune halves and scored on the other, both ways. With `--check VARIANT`, that
+variant is fitted on the whole tune halves and scored on the check halves, and, to ask what
+a new tenant would get, with each dataset left out of the fit in turn (docs/quality.md,
+"A fusion learned from the tune halves").
 
     python benchmarks/quality/learned_fusion.py /path/to/datasets/*
-"""
+    python benchmarks/quality/learned_fusion.py /path/to/datasets/* --depth 100 --check gaps/0.01/sqrt"""
 
 from __future__ import annotations
 
@@ -39,12 +42,14 @@ FEATURES = (
     "share*coverage",
     "(1-share)*cosine_gap",
     "(1-share)*cosine_z",
-    "in_both",
+    "bm25_and_dense_top10",
 )
 
 
 @dataclass
 class Query:
+    """One query's candidates, their features and whether each is relevant."""
+
     candidates: list[int]  # tool indices
     x: Array  # candidates x features
     relevant: Array  # 0/1 per candidate
@@ -114,12 +119,13 @@ def featurise(tuner: Tuner, prepared: Prepared, config: Config, depth: int) -> l
                 ]
             )
         relevant = set(prepared.dataset.queries[q].relevant)
+        chosen = set(candidates)
         queries.append(
             Query(
                 candidates,
                 np.array(rows, dtype=np.float64),
                 np.array([float(names[t] in relevant) for t in candidates]),
-                [t for t in served if t not in set(candidates)],
+                [t for t in served if t not in chosen],
             )
         )
     return queries
@@ -161,6 +167,8 @@ def train(
 
 
 def rank(q: Query, model: tuple[Array, Array, Array] | None) -> list[int]:
+    """The candidates by the model's score (by the served fusion's without one), ties by
+    registry position, then the rest in the served order."""
     if model is None:
         scores = q.x[:, 0]
     else:
@@ -185,6 +193,7 @@ FEATURE_SETS = {
 
 
 def columns(queries: Sequence[Query], names: Sequence[str]) -> list[Query]:
+    """The queries with only the named features."""
     keep = [FEATURES.index(n) for n in names]
     return [Query(q.candidates, q.x[:, keep], q.relevant, q.rest) for q in queries]
 
