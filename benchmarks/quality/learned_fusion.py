@@ -74,11 +74,7 @@ def featurise(tuner: Tuner, prepared: Prepared, config: Config, depth: int) -> l
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in set(words) if t in df}
         known = sum(idf.values()) or 1.0
         top = lex.scores[0] if lex.scores else 0.0
-        share = (
-            max(top / (top + fusion.bm25_scale), fusion.bm25_floor * lex.coverage)
-            if lex.ids
-            else 0.0
-        )
+        share = dense.lexical_share(fusion, top, lex.coverage) if lex.ids else 0.0
         dense_order = np.lexsort((np.arange(n), distance))
         dense_rank = {int(t): r for r, t in enumerate(dense_order[:100], start=1)}
         bm25_rank = {t: r for r, t in enumerate(lex.ids, start=1)}

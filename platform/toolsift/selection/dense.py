@@ -69,6 +69,13 @@ def settings(fusion: Fusion) -> dict[str, float]:
 DEFAULTS = settings(Fusion())
 
 
+def lexical_share(fusion: Fusion, bm25_top: float, bm25_coverage: float) -> float:
+    """BM25's share of the weight for a query that some tool matched (see `Fusion`); dense
+    and usage share the rest."""
+    top = max(bm25_top, 0.0)
+    return max(top / (top + fusion.bm25_scale), fusion.bm25_floor * bm25_coverage)
+
+
 def fuse(
     bm25_ids: Sequence[T],
     dense_ids: Sequence[T],
@@ -84,9 +91,7 @@ def fuse(
     query's words its tool matched: they split the weight (see `Fusion`). `usage_ids` are
     the tools by their nearest learned query.
     """
-    top = max(bm25_top, 0.0)
-    floor = fusion.bm25_floor * bm25_coverage
-    lexical = max(top / (top + fusion.bm25_scale), floor) if bm25_ids else 0.0
+    lexical = lexical_share(fusion, bm25_top, bm25_coverage) if bm25_ids else 0.0
     fused: dict[T, float] = {}
     for weight, ids in (
         (fusion.bm25_weight * lexical, bm25_ids),
