@@ -307,18 +307,23 @@ class Tuner:
             rankings.append(([int(i) for i in order], [float(distance[i]) for i in order]))
         return rankings
 
+    def embed(self, texts: Sequence[str], *, query: bool) -> npt.NDArray[np.float32]:
+        """Unit vectors of `texts` as the product embeds them. A what-if overrides it for a
+        model that embeds queries and documents apart, or for another space."""
+        if self.vectors is None:
+            raise RuntimeError("dense needs the embedding backend")
+        return self.vectors.embed(texts)
+
     def distances(self, prepared: Prepared, config: Config) -> npt.NDArray[np.float64]:
         """Queries by tools: each tool's cosine distance to the nearest of the query and its
         steps (`toolsift.selection.query.steps`), as `toolsift_select` measures its own
         vector."""
-        if self.vectors is None:
-            raise RuntimeError("dense needs the embedding backend")
-        matrix = self.vectors.embed([config.document(t) for t in prepared.dataset.tools])
+        matrix = self.embed([config.document(t) for t in prepared.dataset.tools], query=False)
         texts = self._queries(prepared, config)
-        distances = 1.0 - (self.vectors.embed(texts) @ matrix.T).astype(np.float64)
+        distances = 1.0 - (self.embed(texts, query=True) @ matrix.T).astype(np.float64)
         split = [steps(text) for text in texts]
         if flat := [s for parts in split for s in parts]:
-            vectors = iter(1.0 - (self.vectors.embed(flat) @ matrix.T).astype(np.float64))
+            vectors = iter(1.0 - (self.embed(flat, query=True) @ matrix.T).astype(np.float64))
             for row, parts in enumerate(split):
                 for _ in parts:
                     np.minimum(distances[row], next(vectors), out=distances[row])
