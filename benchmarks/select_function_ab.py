@@ -23,6 +23,9 @@ rest of the schema is shared. Then, for the 1,000- and 10,000-tool tenants:
    learned queries (`learned_queries`, with vectors), as reported calls would, and
    `--called N` has each of its tools called in about N logged selections, three tools per
    selection (`tool_calls`: what the tools called together are counted from).
+   With `--controls N`, each figure is followed by N runs of the current functions against
+   themselves, each on a new pair of connections: identical functions spread by several
+   per cent from one pair to the next, and a figure inside that spread shows no difference.
 2. **http**: the current API served twice (`uvicorn`, 2 workers), one of them on the
    baseline's search_path. First both answer the same selects (`--compare-queries` per
    tenant, in five request shapes, in bm25 mode), compared field by field but for the selection id and
@@ -222,9 +225,11 @@ def _functions(
     calls: int,
     vectors: dict[str, str] | None = None,
     steps: int = 0,
+    control: bool = False,
 ) -> dict[str, list[float]]:
     """Database CPU ms per select of each side, one figure per round; hybrid with `vectors`,
-    each query with the vectors of the `steps` queries after it as its steps."""
+    each query with the vectors of the `steps` queries after it as its steps. A `control`
+    runs the current functions on both sides, each on a connection of its own."""
     key_hash = keys.hash_key(tenant.agent_key, PEPPER)
     queries = [q.text for q in tenant.catalog.queries]
     model = None
@@ -234,7 +239,8 @@ def _functions(
                 "SELECT embedding_model FROM tenants WHERE id = %s", (tenant.tenant_id,)
             ).fetchone()
         model = row[0] if row else None
-    links = {side: _connect(_url(url, side), side) for side in SIDES}
+    runs = {side: "current" if control else side for side in SIDES}  # whose functions
+    links = {side: _connect(_url(url, runs[side]), runs[side]) for side in SIDES}
     per_select: dict[str, list[float]] = {side: [] for side in SIDES}
 
     def call(query: str) -> dict[str, Any]:
@@ -263,6 +269,45 @@ def _functions(
         for conn, _ in links.values():
             conn.close()
     return per_select
+
+
+def _ratio(cpu: dict[str, list[float]]) -> float:
+    """Current over baseline: the median of the rounds' ratios."""
+    return statistics.median(a / b for a, b in zip(cpu["current"], cpu["baseline"], strict=True))
+
+
+def _compare(
+    url: str,
+    tenant: Tenant,
+    label: str,
+    rounds: int,
+    calls: int,
+    controls: int,
+    vectors: dict[str, str] | None = None,
+    steps: int = 0,
+) -> None:
+    """One tenant's figure, then `controls` runs of the current functions against
+    themselves: identical functions spread by several per cent from one pair of connections
+    to the next (docs/benchmarks.md), and a figure inside that spread is no difference."""
+    cpu = _functions(url, tenant, rounds, calls, vectors, steps)
+    ratio = _ratio(cpu)
+    print(
+        f"{tenant.catalog.name:7s} {label:>7s}  {statistics.median(cpu['baseline']):11.3f}"
+        f"  {statistics.median(cpu['current']):10.3f}  {ratio:.3f}",
+        flush=True,
+    )
+    if controls:
+        spread = [
+            _ratio(_functions(url, tenant, rounds, calls, vectors, steps, control=True))
+            for _ in range(controls)
+        ]
+        low, high = min(spread), max(spread)
+        where = "inside" if low <= ratio <= high else "outside"
+        print(
+            f"{'':16s}controls ({controls}, current against itself): {low:.3f} to {high:.3f};"
+            f" the figure is {where} them",
+            flush=True,
+        )
 
 
 # Request shapes whose answers must not change: defaults, debug with a tight budget, recent
@@ -404,6 +449,7 @@ def _hybrid(
     learned: int,
     called: int = 0,
     steps: int = 0,
+    controls: int = 0,
 ) -> None:
     """The same per-call comparison in hybrid mode, on the 1,000-tool tenant, embedded here
     (with `learned` learned queries per tool, tools called in `called` selections each, and
@@ -420,14 +466,8 @@ def _hybrid(
         print(f"{_learn(url, tenant, learned, vectors):,d} learned queries ({learned} per tool)")
     if called:
         print(f"{_call(url, tenant, called):,d} tool calls (each tool in ~{called} selections)")
-    cpu = _functions(url, tenant, rounds, calls, vectors, steps)
-    before, after = cpu["baseline"], cpu["current"]
-    ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
     label = f"hybrid+{steps}" if steps else "hybrid"
-    print(
-        f"{tenant.catalog.name:7s} {label:7s} {statistics.median(before):11.3f}"
-        f"  {statistics.median(after):10.3f}  {ratio:.3f}"
-    )
+    _compare(url, tenant, label, rounds, calls, controls, vectors, steps)
 
 
 def loaded(
@@ -475,6 +515,12 @@ def main() -> None:
         default=0,
         help="with --hybrid: step vectors per select (a request of several steps)",
     )
+    parser.add_argument(
+        "--controls",
+        type=int,
+        default=0,
+        help="runs of the current functions against themselves after each figure",
+    )
     args = parser.parse_args()
     if args.isolation:
         if args.baseline is not None or args.http_rounds:
@@ -497,14 +543,8 @@ def main() -> None:
         print(f"baseline: {against}; {args.rounds} rounds of {args.calls} selects")
         print("tenant  tools   baseline ms  current ms  current / baseline (median of rounds)")
         for tenant in measured:
-            cpu = _functions(plain, tenant, args.rounds, args.calls)
-            before, after = cpu["baseline"], cpu["current"]
-            ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
-            print(
-                f"{tenant.catalog.name:7s} {len(tenant.catalog.tools):6,d}"
-                f"  {statistics.median(before):11.3f}  {statistics.median(after):10.3f}"
-                f"  {ratio:.3f}"
-            )
+            size = f"{len(tenant.catalog.tools):,d}"
+            _compare(plain, tenant, size, args.rounds, args.calls, args.controls)
         if args.hybrid:
             _hybrid(
                 database,
@@ -515,6 +555,7 @@ def main() -> None:
                 args.learned,
                 args.called,
                 args.steps,
+                args.controls,
             )
         if args.http_rounds <= 0:
             return

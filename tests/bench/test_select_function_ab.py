@@ -126,3 +126,34 @@ def test_a_baseline_s_bm25_calls_its_own_text_search_function(tmp_path: Path) ->
     assert "CREATE FUNCTION toolsift_text_search(" in text_search
     assert "public.toolsift_text_search(" not in bm25
     assert "baseline.toolsift_text_search(" in bm25
+
+
+@pytest.mark.timeout(180)
+def test_controls_run_the_current_functions_on_both_sides(tmp_path: Path) -> None:
+    """A baseline made costly on purpose: its figure is far below 1, while the controls,
+    the current functions against themselves, are not, and say the figure is outside
+    them."""
+    _baseline(tmp_path)
+    select = (tmp_path / "toolsift_select.sql").read_text()
+    assert select.count("\nBEGIN\n") == 1
+    costly = "\nBEGIN\n    PERFORM count(*) FROM generate_series(1, 200000);\n"
+    (tmp_path / "toolsift_select.sql").write_text(select.replace("\nBEGIN\n", costly))
+    argv = [
+        sys.executable, str(ROOT / "benchmarks" / "select_function_ab.py"), str(tmp_path),
+        "--small-tenants", "2", "--big", "40", "--huge", "80", "--rounds", "3", "--calls", "5",
+        "--http-rounds", "0", "--controls", "2",
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=170, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = re.findall(r"^(big|huge) .* (\d+\.\d+)$", proc.stdout, re.MULTILINE)
+    controls = re.findall(
+        r"^\s+controls \(2, current against itself\): (\S+) to (\S+); the figure is (\w+) them$",
+        proc.stdout,
+        re.MULTILINE,
+    )
+    assert [name for name, _ in figures] == ["big", "huge"]
+    assert len(controls) == 2
+    for (_, figure), (low, high, where) in zip(figures, controls, strict=True):
+        assert float(figure) < 0.5  # the baseline pays for 200,000 rows a select
+        assert 0.5 < float(low) <= float(high) < 2
+        assert where == "outside"
