@@ -26,7 +26,7 @@ class TestEval:
         result = runner.invoke(app, ["eval", str(TINY), *options])
         assert result.exit_code == 0, result.output
         data = json.loads((out / "results.json").read_text())
-        assert set(data) == {"dataset", "tools", "half", "queries", "results"}
+        assert set(data) == {"dataset", "tools", "half", "queries", "results", "margins"}
         assert (data["dataset"], data["tools"], data["half"], data["queries"]) == (
             "tiny",
             6,
@@ -43,6 +43,12 @@ class TestEval:
         assert 0 < bm25["tokens_mean"] < bm25["catalog_tokens"]
         assert (out / "recall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "| bm25 |" in (out / "results.md").read_text()
+        # Both baselines find everything too: no margin, a target of 1 (half of no misses).
+        margin = data["margins"]["bm25"]
+        assert margin["baseline"] in ("baseline_bm25s", "baseline_dense")
+        assert (margin["over_baseline"], margin["target"], margin["over_target"]) == (0, 1, 0)
+        assert margin["over_target_ci95"] == [0, 0]
+        assert "| bm25 | 1.000 | +0.000 (+0.000 to +0.000) |" in (out / "results.md").read_text()
         rows = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
         assert rows[0]["rankings"]["bm25"][0] == "order_status"
         # Ten ranks asked for (nDCG@10), though the largest k is 5: all six tools here.
@@ -58,6 +64,7 @@ class TestEval:
         data = json.loads((out / "results.json").read_text())
         check = load(TINY).half("check")
         assert (data["half"], data["queries"]) == ("check", len(check.queries))
+        assert "margins" not in data  # no baseline to measure a margin over
         rows = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
         assert {row["id"] for row in rows} == {q.id for q in check.queries}
         refused = runner.invoke(app, ["eval", str(TINY), "--half", "public"])

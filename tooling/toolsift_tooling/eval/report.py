@@ -55,6 +55,7 @@ def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
             f"{row['latency_p95_ms']:.1f}",
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += _margins(data)
     rows: list[dict[str, float]] = list(evaluation.results.values())
     catalog = rows[0]["catalog_tokens"] if rows else 0
     if catalog:
@@ -63,6 +64,38 @@ def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
         # A table read without them would pass for the defaults' figures.
         lines += ["", f"Tenant settings: `{json.dumps(settings, sort_keys=True)}`."]
     return "\n".join(lines) + "\n"
+
+
+def _signed(value: float, interval: Sequence[float]) -> str:
+    return f"{value:+.3f} ({interval[0]:+.3f} to {interval[1]:+.3f})"
+
+
+def _margins(data: dict[str, Any]) -> list[str]:
+    """The served modes against the better baseline and the target, with their intervals."""
+    found = data.get("margins")
+    if not found:
+        return []
+    first = next(iter(found.values()))
+    baseline, goal = first["baseline"], first["target"]
+    rule = (
+        "half of its misses" if data.get("warm") else "5 points, or half of its misses above 0.90"
+    )
+    lines = [
+        "",
+        f"Recall@5 against the better baseline ({baseline}, {first['baseline_recall@5']:.3f})"
+        f" and the target ({goal:.3f}: the baseline plus {rule}), each with its 95 % interval"
+        " from a paired bootstrap over the queries:",
+        "",
+        f"| | R@5 | over {baseline} | over the target |",
+        "|---|---:|---:|---:|",
+    ]
+    for mode, margin in found.items():
+        lines.append(
+            f"| {mode} | {margin['recall@5']:.3f}"
+            f" | {_signed(margin['over_baseline'], margin['over_baseline_ci95'])}"
+            f" | {_signed(margin['over_target'], margin['over_target_ci95'])} |"
+        )
+    return lines
 
 
 def chart(evaluation: Evaluation, ks: Sequence[int], path: Path) -> None:

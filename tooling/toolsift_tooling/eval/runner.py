@@ -32,6 +32,7 @@ from toolsift.embedding import local as local_models
 from ..bench.stack import sigterm_as_interrupt
 from . import baselines, client, stack
 from .dataset import Dataset
+from .margins import Margin, margins
 from .metrics import NDCG_DEPTH, Outcome, summarise
 
 MODES = ("bm25", "dense", "hybrid")
@@ -73,8 +74,9 @@ class Evaluation:
 
     def as_json(self) -> dict[str, Any]:
         """The shape of results.json: `half` says which queries were measured ("check",
-        "tune" or "all") and `queries` how many of them."""
-        return {
+        "tune" or "all") and `queries` how many of them; `margins`, each served mode's
+        recall@5 against the better baseline and the target, with 95 % intervals."""
+        data = {
             "dataset": self.dataset.name,
             "tools": len(self.dataset.tools),
             "half": self.dataset.which_half,
@@ -84,6 +86,13 @@ class Evaluation:
             **({"tenant_settings": self.tenant_settings} if self.tenant_settings else {}),
             **({"warm": self.warm} if self.warm is not None else {}),
         }
+        if found := self.margins():
+            data["margins"] = {m.mode: m.as_json() for m in found}
+        return data
+
+    def margins(self) -> list[Margin]:
+        """Each served mode against the better baseline and its target, with 95 % intervals."""
+        return margins(self.outcomes, warm=self.warm is not None)
 
 
 def _progress(console: Console) -> Progress:

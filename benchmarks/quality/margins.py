@@ -1,0 +1,66 @@
+"""The margins of recorded `toolsift eval` runs, with their 95 % intervals, from the runs' own
+per-query files: how sure each "met by +0.006" or "missed by 0.037" is.
+
+`toolsift eval` writes these margins into results.json and results.md since they existed;
+this reads runs recorded before, from their `queries.jsonl` (each mode's and baseline's
+ranking of each query) and `results.json` (whether the run was warm), with the eval's own
+code (`toolsift_tooling.eval.margins`).
+
+    python benchmarks/quality/margins.py benchmarks/quality/*/check benchmarks/quality/*/warm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from toolsift_tooling.eval.margins import margins
+from toolsift_tooling.eval.metrics import Outcome
+from toolsift_tooling.eval.report import PER_QUERY, RESULTS
+
+
+def outcomes_of(run: Path) -> dict[str, list[Outcome]]:
+    """Each mode's and baseline's outcomes, as the run had them (rankings only)."""
+    found: dict[str, list[Outcome]] = {}
+    for line in (run / PER_QUERY).read_text().splitlines():
+        record = json.loads(line)
+        relevant = frozenset(record["relevant"])
+        for name, ranking in record["rankings"].items():
+            found.setdefault(name, []).append(Outcome(ranking, relevant, 0, 0.0))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="folders an eval run wrote")
+    parser.add_argument("--mode", default="hybrid")
+    args = parser.parse_args()
+    print(
+        f"| run | queries | {args.mode} | better baseline | over it (95 % interval)"
+        " | target | over the target (95 % interval) |"
+    )
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for run in args.runs:
+        results = json.loads((run / RESULTS).read_text())
+        found = {m.mode: m for m in margins(outcomes_of(run), warm="warm" in results)}
+        margin = found[args.mode]
+        # The per-query file is the run's: it must give the recall@5 the run reported.
+        recorded = results["results"][args.mode]["recall@5"]
+        if not math.isclose(margin.recall, recorded, abs_tol=1e-9):
+            raise SystemExit(f"{run}: recall@5 {margin.recall} here, {recorded} in {RESULTS}")
+        low, high = margin.over_baseline_interval
+        short_low, short_high = margin.over_target_interval
+        print(
+            f"| {run.parent.name}/{run.name} | {results['queries']} | {margin.recall:.3f}"
+            f" | {margin.baseline[9:]} {margin.baseline_recall:.3f}"
+            f" | {margin.over_baseline:+.3f} ({low:+.3f} to {high:+.3f})"
+            f" | {margin.target:.3f}"
+            f" | {margin.over_target:+.3f} ({short_low:+.3f} to {short_high:+.3f}) |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
