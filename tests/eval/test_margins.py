@@ -94,3 +94,6 @@ class TestMargins:
                 {"hybrid": _outcomes([1.0]), "baseline_dense": _outcomes([1.0, 0.0])},
                 warm=False,
             )
+
+    def test_no_query_no_margins(self) -> None:
+        assert margins({"hybrid": [], "baseline_dense": []}, warm=False) == []

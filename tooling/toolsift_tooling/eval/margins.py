@@ -80,9 +80,9 @@ def margins(
     seed: int = 0,
 ) -> list[Margin]:
     """A margin per served mode (every name not `baseline_...`), against the baseline with
-    the better recall@5 on these queries; none without a baseline."""
+    the better recall@5 on these queries; none without a baseline or a query."""
     recalls = {name: per_query(o) for name, o in outcomes.items()}
-    baselines = {n: r for n, r in recalls.items() if n.startswith("baseline_")}
+    baselines = {n: r for n, r in recalls.items() if n.startswith("baseline_") and len(r)}
     if not baselines:
         return []
     # The first named wins a tie, so a run's choice does not depend on a set's order.
@@ -94,11 +94,11 @@ def margins(
             raise ValueError(f"{mode} answered {len(recalls[mode])} queries, {better} {len(base)}")
     means = _resampled_means(np.stack([base, *(recalls[m] for m in modes)]), samples, seed)
     base_means = means[:, 0]
+    goal = float(target(base.mean(), warm=warm))
     tail = (1 - CONFIDENCE) / 2 * 100
     found = []
     for column, mode in enumerate(modes, start=1):
         served = recalls[mode]
-        goal = float(target(base.mean(), warm=warm))
         found.append(
             Margin(
                 mode=mode,
@@ -118,8 +118,8 @@ def margins(
 
 
 def _resampled_means(values: Array, samples: int, seed: int) -> Array:
-    """Samples by rows of `values`: each row's mean over one draw of its queries (columns)
-    with replacement, the same draw for every row. A draw is held as counts per query, in
+    """One row per draw of the queries (the columns of `values`) with replacement, holding
+    each row of `values` averaged over that draw. A draw is held as counts per query, in
     chunks, so 10,000 draws of 1,500 queries never sit in memory at once."""
     n = values.shape[1]
     rng = np.random.default_rng(seed)
