@@ -13,7 +13,9 @@ the tools' nearness to those sentences enters hybrid in one of two ways:
 
 `--split clauses` reads a query's clauses as its steps instead: it also cuts at commas and
 at "and" and "then" ("Generate a report of bitcoin and save it in /root/bitcoin.md"), for
-the requests of one sentence and two asks.
+the requests of one sentence and two asks. `--split asks` reads a request of two or three
+sentences by its last one as well ("We are building an app ... We need a model that ..."):
+the ask without the scene, which misleads when every sentence is a step.
 
 Cold (nothing learned); recall@5 of hybrid on the tune half, then on the check half.
 
@@ -46,6 +48,11 @@ def clauses(query: str, min_steps: int) -> list[str]:
         p for p in (c.strip() for c in _CLAUSE_END.split(query)) if len(p.split()) >= MIN_STEP_WORDS
     ]
     return parts[:MAX_STEPS] if len(parts) >= min_steps else []
+
+
+def asks(query: str, min_steps: int) -> list[str]:
+    """`steps` from `min_steps` sentences on; below that, from two, the last sentence."""
+    return steps(query, min_steps) or steps(query, 2)[-1:]
 
 
 def ranked(
@@ -84,9 +91,9 @@ def main() -> None:
         "--at-least", type=int, default=MIN_STEPS, help="sentences a query must have"
     )
     parser.add_argument("--variants", default=VARIANTS, help="comma-separated, `plain` first")
-    parser.add_argument("--split", choices=("sentences", "clauses"), default="sentences")
+    parser.add_argument("--split", choices=("sentences", "clauses", "asks"), default="sentences")
     args = parser.parse_args()
-    split_of = steps if args.split == "sentences" else clauses
+    split_of = {"sentences": steps, "clauses": clauses, "asks": asks}[args.split]
     variants = args.variants.split(",")
     print(f"{'dataset':<17} {'half':<5} {'split':>9} " + " ".join(f"{v:>11}" for v in variants))
     with tune.session(args.cache) as tuner:
