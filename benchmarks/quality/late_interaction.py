@@ -8,7 +8,9 @@ texts. The first N tools of hybrid are ranked by it, and that ranking is fused w
 hybrid's own by reciprocal rank, `1/(K + rank) + W/(K + maxsim rank)`; below N, hybrid's
 order stays.
 
-Variants are `N/W` or `N/W/idf`. They are judged by the rule of the other what-ifs: the
+Variants are `N/W`, then `/idf` for the weighted average, `/short` to rerank only a request
+that is not read as steps (`toolsift.selection.query.steps`): MaxSim averages over every
+token of a long request of several steps, as one vector averages its steps. They are judged by the rule of the other what-ifs: the
 largest gain summed over the tune halves, among the variants that cost no tune half more
 than half a point. The check halves are printed to report, not to choose. Then the cost: a
 select would have to encode its first N tool texts through the model (or store every
@@ -35,8 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tune
 
 from toolsift.embedding.onnx import OnnxBackend, run, runtime
+from toolsift.selection.query import steps
 
-VARIANTS = "10/0.25,10/0.5,20/0.25,20/0.35,20/0.5,20/1,20/0.25/idf,20/0.5/idf,20/1/idf"
+VARIANTS = (
+    "10/0.25,10/0.5,20/0.25,20/0.35,20/0.5,20/1,20/0.25/idf,20/0.5/idf,20/1/idf,"
+    "10/0.5/short,20/0.35/short,20/0.5/short,20/0.5/idf/short"
+)
 K = 10
 #: A variant passes when no tune half loses more than this (the rule of docs/quality.md).
 WORST = -0.005
@@ -96,7 +102,9 @@ def main() -> None:
     encode = TokenVectors()
     config = tune.Config()
     scores: dict[str, dict[str, tuple[float, float]]] = {v: {} for v in ["hybrid", *variants]}
-    costs: list[tuple[float, float]] = []  # (query alone, query and the first 20 tools), ms
+    # (query alone, query and its first 20 tools, MaxSim over 20 tools already encoded), ms
+    costs: list[tuple[float, float, float]] = []
+    pieces: list[int] = []  # word pieces of each tool text
     with tune.session(args.cache) as tuner:
         for directory, prepared in tune.each_dataset(tuner, args.datasets):
             lexical = tuner.bm25_scored(prepared, config)
@@ -105,6 +113,7 @@ def main() -> None:
             documents = encode(texts)
             queries = tuner._queries(prepared, config)
             idf = idf_of(documents)
+            pieces += [len(ids) for _, ids in documents]
             runs: dict[str, list[list[int]]] = {v: [] for v in variants}
             for q, ranking in enumerate(hybrid):
                 query = encode([queries[q]])
@@ -115,8 +124,11 @@ def main() -> None:
                 top = [documents[t] for t in ranking[:widest]]
                 plain, rare = maxsim(query, top, flat), maxsim(query, top, weighted)
                 for variant in variants:
-                    n, weight, *idf_on = variant.split("/")
-                    chosen = rare if idf_on else plain
+                    n, weight, *flags = variant.split("/")
+                    chosen = rare if "idf" in flags else plain
+                    if "short" in flags and steps(queries[q]):
+                        runs[variant].append(ranking)
+                        continue
                     runs[variant].append(reranked(ranking, chosen, int(n), float(weight)))
                 if q < 20:  # what a select would pay, on this dataset's first queries
                     # This thread's CPU: the model runs in it (one thread), and numpy's
@@ -125,7 +137,11 @@ def main() -> None:
                     encode([queries[q]])
                     alone = time.thread_time() - started
                     encode([queries[q], *(texts[t] for t in ranking[:20])])
-                    costs.append((alone * 1000, (time.thread_time() - started - alone) * 1000))
+                    both = time.thread_time() - started - alone
+                    started = time.thread_time()
+                    maxsim(query, [documents[t] for t in ranking[:20]], flat)
+                    stored = time.thread_time() - started
+                    costs.append((alone * 1000, both * 1000, stored * 1000))
             tune_half, check = tune.halves(prepared.dataset)
             for name, rankings in [("hybrid", hybrid), *runs.items()]:
                 scores[name][directory.name] = (
@@ -142,11 +158,17 @@ def main() -> None:
         verdict = "" if min(gains) >= WORST else " (fails)"
         row = " | ".join(f"{cells[n][0]:.3f} / {cells[n][1]:.3f}" for n in names)
         print(f"| {variant} | {row} | {sum(gains):+.3f} | {min(gains):+.3f}{verdict} |")
-    alone = statistics.median(c[0] for c in costs)
-    twenty = statistics.median(c[1] for c in costs)
+    alone, twenty, stored = (statistics.median(c[i] for c in costs) for i in range(3))
     print(
         f"CPU per select, median of {len(costs)}: the query's token vectors {alone:.1f} ms;"
-        f" the query's and its first 20 tools' {twenty:.1f} ms"
+        f" the query's and its first 20 tools' {twenty:.1f} ms; MaxSim over 20 tools whose"
+        f" token vectors were stored {stored:.2f} ms"
+    )
+    piece = statistics.median(pieces)
+    print(
+        f"word pieces a tool text: median {piece:.0f}, 90th percentile"
+        f" {statistics.quantiles(pieces, n=10)[-1]:.0f}; stored as halfvec, {piece * 384 * 2 / 1024:.0f}"
+        " KB a tool at the median"
     )
 
 
