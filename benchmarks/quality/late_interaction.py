@@ -44,8 +44,6 @@ VARIANTS = (
     "10/0.5/short,20/0.35/short,20/0.5/short,20/0.5/idf/short"
 )
 K = 10
-#: A variant passes when no tune half loses more than this (the rule of docs/quality.md).
-WORST = -0.005
 
 Tokens = list[tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]
 
@@ -154,10 +152,9 @@ def main() -> None:
     print(f"| variant | {' | '.join(names)} | tune: summed gain | worst |")
     print(f"|---|{'---:|' * len(names)}---:|---:|")
     for variant, cells in scores.items():
-        gains = [cells[n][0] - scores["hybrid"][n][0] for n in names]
-        verdict = "" if min(gains) >= WORST else " (fails)"
+        judged = tune.verdict([cells[n][0] for n in names], [scores["hybrid"][n][0] for n in names])
         row = " | ".join(f"{cells[n][0]:.3f} / {cells[n][1]:.3f}" for n in names)
-        print(f"| {variant} | {row} | {sum(gains):+.3f} | {min(gains):+.3f}{verdict} |")
+        print(f"| {variant} | {row} | {judged} |")
     alone, twenty, stored = (statistics.median(c[i] for c in costs) for i in range(3))
     print(
         f"CPU per select, median of {len(costs)}: the query's token vectors {alone:.1f} ms;"

@@ -358,6 +358,19 @@ def recall5(prepared: Prepared, rankings: list[list[int]], subset: Iterable[int]
     return summarise(outcomes, ks=KS, catalog_tokens=1)["recall@5"]
 
 
+#: The rule every what-if here is judged by: the largest gain summed over the tune halves,
+#: among the variants that cost no tune half more than this.
+WORST = -0.005
+
+
+def verdict(tune_halves: Sequence[float], served: Sequence[float]) -> str:
+    """A variant's summed gain and worst loss over the served tune halves, as two table
+    cells, the second marked when the rule rules the variant out."""
+    gains = [mine - theirs for mine, theirs in zip(tune_halves, served, strict=True)]
+    fails = "" if min(gains) >= WORST else " (fails)"
+    return f"{sum(gains):+.3f} | {min(gains):+.3f}{fails}"
+
+
 def halves(dataset: Dataset) -> tuple[list[int], list[int]]:
     tune: list[int] = []
     check: list[int] = []
