@@ -74,10 +74,12 @@ def idf_of(documents: Tokens) -> dict[int, float]:
     return {i: float(np.log(1 + (n - d + 0.5) / (d + 0.5))) for i, d in df.items()}
 
 
-def maxsim(query: Tokens, documents: Tokens, weights: npt.NDArray[np.float64]) -> list[float]:
-    (vectors, _), *_ = query
+def maxsim(
+    query: npt.NDArray[np.float32], documents: Tokens, weights: npt.NDArray[np.float64]
+) -> list[float]:
+    """Each document's MaxSim: every query token's best cosine, averaged by `weights`."""
     return [
-        float(((vectors @ tool.T).max(axis=1) * weights).sum() / weights.sum())
+        float(((query @ tool.T).max(axis=1) * weights).sum() / weights.sum())
         for tool, _ in documents
     ]
 
@@ -114,8 +116,7 @@ def main() -> None:
             pieces += [len(ids) for _, ids in documents]
             runs: dict[str, list[list[int]]] = {v: [] for v in variants}
             for q, ranking in enumerate(hybrid):
-                query = encode([queries[q]])
-                ids = query[0][1]
+                ((query, ids),) = encode([queries[q]])
                 flat = np.ones(len(ids))
                 weighted = np.array([idf.get(i, 0.0) for i in ids.tolist()]) + 1e-9
                 widest = max(int(v.split("/")[0]) for v in variants)
