@@ -7,6 +7,12 @@ ranking of each query) and `results.json` (whether the run was warm), with the e
 code (`toolsift_tooling.eval.margins`).
 
     python benchmarks/quality/margins.py benchmarks/quality/*/check benchmarks/quality/*/warm
+
+With `--versus NAME`, each run is instead set against its sibling folder NAME (the same
+dataset's other run, such as `check` beside `check-ensemble`): the mode's recall@5 in each,
+and their difference with its 95 % interval, over the queries both answered. The two runs
+must differ in the one thing compared: the recorded `check-ensemble` runs, for one, predate
+the steps of migration 0033 that `check` has, so against it they mix two changes.
 """
 
 from __future__ import annotations
@@ -16,27 +22,60 @@ import json
 import math
 from pathlib import Path
 
-from toolsift_tooling.eval.margins import margins
-from toolsift_tooling.eval.metrics import Outcome
+from toolsift_tooling.eval.margins import TARGET_K, margins, paired_difference
+from toolsift_tooling.eval.metrics import Outcome, recall_at
 from toolsift_tooling.eval.report import PER_QUERY, RESULTS
 
 
-def outcomes_of(run: Path) -> dict[str, list[Outcome]]:
-    """Each mode's and baseline's outcomes, as the run had them (rankings only)."""
-    found: dict[str, list[Outcome]] = {}
+def outcomes_of(run: Path, ids: list[str] | None = None) -> dict[str, list[Outcome]]:
+    """Each mode's and baseline's outcomes, as the run had them (rankings only), in the
+    order of its file or of `ids`."""
+    records = {}
     for line in (run / PER_QUERY).read_text().splitlines():
         record = json.loads(line)
+        records[record["id"]] = record
+    found: dict[str, list[Outcome]] = {}
+    for query in ids if ids is not None else list(records):
+        record = records[query]
         relevant = frozenset(record["relevant"])
         for name, ranking in record["rankings"].items():
             found.setdefault(name, []).append(Outcome(ranking, relevant, 0, 0.0))
     return found
 
 
+def query_ids(run: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in (run / PER_QUERY).read_text().splitlines()]
+
+
+def versus(runs: list[Path], other: str, mode: str) -> None:
+    """Each run's mode against the same dataset's run `other`, query by query."""
+    print(f"| run | queries | {mode} | in {other} | difference (95 % interval) |")
+    print("|---|---:|---:|---:|---:|")
+    for run in runs:
+        sibling = run.parent / other
+        mine, theirs = query_ids(run), query_ids(sibling)
+        if sorted(mine) != sorted(theirs):
+            raise SystemExit(f"{run} and {sibling} answered other queries")
+        first = outcomes_of(run, mine)[mode]
+        second = outcomes_of(sibling, mine)[mode]
+        gap, (low, high) = paired_difference(first, second)
+        this = sum(recall_at(o.ranking, o.relevant, TARGET_K) for o in first) / len(first)
+        print(
+            f"| {run.parent.name}/{run.name} | {len(mine)} | {this:.3f} | {this - gap:.3f}"
+            f" | {gap:+.3f} ({low:+.3f} to {high:+.3f}) |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="folders an eval run wrote")
     parser.add_argument("--mode", default="hybrid")
+    parser.add_argument("--versus", help="a sibling run's folder name to set each run against")
     args = parser.parse_args()
+    if args.versus:
+        versus(args.runs, args.versus, args.mode)
+        return
     print(
         f"| run | queries | {args.mode} | better baseline | over it (95 % interval)"
         " | target | over the target (95 % interval) |"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolsift_tooling.eval.margins import margins, target
+from toolsift_tooling.eval.margins import margins, paired_difference, target
 from toolsift_tooling.eval.metrics import Outcome
 
 
@@ -97,3 +97,19 @@ class TestMargins:
 
     def test_no_query_no_margins(self) -> None:
         assert margins({"hybrid": [], "baseline_dense": []}, warm=False) == []
+
+
+class TestPairedDifference:
+    def test_two_runs_that_differ_on_one_query_of_eight(self) -> None:
+        base = [1.0, 0.0, 0.5, 1.0, 0.0, 0.5, 1.0, 0.0]
+        better = [1.0, 1.0, 0.5, 1.0, 0.0, 0.5, 1.0, 0.0]
+        gap, (low, high) = paired_difference(_outcomes(better), _outcomes(base))
+        assert gap == pytest.approx(1 / 8)
+        assert (low, high) == (0.0, pytest.approx(3 / 8))
+        assert paired_difference(_outcomes(base), _outcomes(base)) == (0.0, (0.0, 0.0))
+
+    def test_answers_to_other_queries_are_refused(self) -> None:
+        with pytest.raises(ValueError, match="same queries"):
+            paired_difference(_outcomes([1.0]), _outcomes([1.0, 0.0]))
+        with pytest.raises(ValueError, match="same queries"):
+            paired_difference([], [])

@@ -117,6 +117,19 @@ def margins(
     return found
 
 
+def paired_difference(
+    first: Sequence[Outcome], second: Sequence[Outcome], *, samples: int = SAMPLES, seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """Recall@5 of `first` less that of `second`, two answers to the same queries in the
+    same order (two runs, two modes), with its 95 % interval over the queries."""
+    a, b = per_query(first), per_query(second)
+    if len(a) != len(b) or not len(a):
+        raise ValueError(f"two answers to the same queries are needed, not {len(a)} and {len(b)}")
+    means = _resampled_means(np.stack([a, b]), samples, seed)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    return float(a.mean() - b.mean()), _interval(means[:, 0] - means[:, 1], tail)
+
+
 def _resampled_means(values: Array, samples: int, seed: int) -> Array:
     """One row per draw of the queries (the columns of `values`) with replacement, holding
     each row of `values` averaged over that draw. A draw is held as counts per query, in
