@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--variants", default=VARIANTS)
     args = parser.parse_args()
     variants = args.variants.split(",")
+    widest = max(int(v.split("/")[0]) for v in variants)
     encode = TokenVectors()
     config = tune.Config()
     scores: dict[str, dict[str, tuple[float, float]]] = {v: {} for v in ["hybrid", *variants]}
@@ -119,7 +120,6 @@ def main() -> None:
                 ((query, ids),) = encode([queries[q]])
                 flat = np.ones(len(ids))
                 weighted = np.array([idf.get(i, 0.0) for i in ids.tolist()]) + 1e-9
-                widest = max(int(v.split("/")[0]) for v in variants)
                 top = [documents[t] for t in ranking[:widest]]
                 plain, rare = maxsim(query, top, flat), maxsim(query, top, weighted)
                 for variant in variants:

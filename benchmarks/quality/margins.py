@@ -21,30 +21,29 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
-from toolsift_tooling.eval.margins import TARGET_K, margins, paired_difference
-from toolsift_tooling.eval.metrics import Outcome, recall_at
+from toolsift_tooling.eval.margins import margins, paired_difference, per_query
+from toolsift_tooling.eval.metrics import Outcome
 from toolsift_tooling.eval.report import PER_QUERY, RESULTS
 
 
-def outcomes_of(run: Path, ids: list[str] | None = None) -> dict[str, list[Outcome]]:
-    """Each mode's and baseline's outcomes, as the run had them (rankings only), in the
-    order of its file or of `ids`."""
-    records = {}
-    for line in (run / PER_QUERY).read_text().splitlines():
-        record = json.loads(line)
-        records[record["id"]] = record
+def records_of(run: Path) -> dict[str, dict[str, Any]]:
+    """The run's per-query records by query id, in the order of its file."""
+    lines = (run / PER_QUERY).read_text().splitlines()
+    return {record["id"]: record for record in map(json.loads, lines)}
+
+
+def outcomes_of(records: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list[Outcome]]:
+    """Each mode's and baseline's outcomes of the queries `ids`, in that order, as the run
+    had them (rankings only)."""
     found: dict[str, list[Outcome]] = {}
-    for query in ids if ids is not None else list(records):
+    for query in ids:
         record = records[query]
         relevant = frozenset(record["relevant"])
         for name, ranking in record["rankings"].items():
             found.setdefault(name, []).append(Outcome(ranking, relevant, 0, 0.0))
     return found
-
-
-def query_ids(run: Path) -> list[str]:
-    return [json.loads(line)["id"] for line in (run / PER_QUERY).read_text().splitlines()]
 
 
 def versus(runs: list[Path], other: str, mode: str) -> None:
@@ -53,13 +52,12 @@ def versus(runs: list[Path], other: str, mode: str) -> None:
     print("|---|---:|---:|---:|---:|")
     for run in runs:
         sibling = run.parent / other
-        mine, theirs = query_ids(run), query_ids(sibling)
-        if sorted(mine) != sorted(theirs):
+        mine, theirs = records_of(run), records_of(sibling)
+        if mine.keys() != theirs.keys():
             raise SystemExit(f"{run} and {sibling} answered other queries")
-        first = outcomes_of(run, mine)[mode]
-        second = outcomes_of(sibling, mine)[mode]
-        gap, (low, high) = paired_difference(first, second)
-        this = sum(recall_at(o.ranking, o.relevant, TARGET_K) for o in first) / len(first)
+        first = outcomes_of(mine, list(mine))[mode]
+        gap, (low, high) = paired_difference(first, outcomes_of(theirs, list(mine))[mode])
+        this = float(per_query(first).mean())
         print(
             f"| {run.parent.name}/{run.name} | {len(mine)} | {this:.3f} | {this - gap:.3f}"
             f" | {gap:+.3f} ({low:+.3f} to {high:+.3f}) |",
@@ -83,7 +81,10 @@ def main() -> None:
     print("|---|---:|---:|---|---:|---:|---:|")
     for run in args.runs:
         results = json.loads((run / RESULTS).read_text())
-        found = {m.mode: m for m in margins(outcomes_of(run), warm="warm" in results)}
+        records = records_of(run)
+        found = {
+            m.mode: m for m in margins(outcomes_of(records, list(records)), warm="warm" in results)
+        }
         margin = found[args.mode]
         # The per-query file is the run's: it must give the recall@5 the run reported.
         recorded = results["results"][args.mode]["recall@5"]

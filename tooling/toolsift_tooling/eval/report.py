@@ -33,9 +33,9 @@ def _queries(data: dict[str, Any]) -> str:
     return said
 
 
-def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
-    """One row per mode and baseline: recall@k, nDCG@10, MRR, tokens, latency."""
-    data = evaluation.as_json()
+def markdown(data: dict[str, Any], ks: Sequence[int]) -> str:
+    """One row per mode and baseline of a run's results (`Evaluation.as_json`): recall@k,
+    nDCG@10, MRR, tokens, latency; then the margins."""
     head = [*(f"R@{k}" for k in ks), "nDCG@10", "MRR", "tokens (of catalog)", "p50 ms", "p95 ms"]
     lines = [
         f"**{data['dataset']}**: {data['tools']} tools, {_queries(data)}",
@@ -56,7 +56,7 @@ def markdown(evaluation: Evaluation, ks: Sequence[int]) -> str:
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += _margins(data)
-    rows: list[dict[str, float]] = list(evaluation.results.values())
+    rows: list[dict[str, float]] = list(data["results"].values())
     catalog = rows[0]["catalog_tokens"] if rows else 0
     if catalog:
         lines += ["", f"Whole catalog: {catalog:,.0f} tokens."]
@@ -98,15 +98,15 @@ def _margins(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def chart(evaluation: Evaluation, ks: Sequence[int], path: Path) -> None:
-    """Recall@k curves, one per mode and baseline (baselines dashed)."""
+def chart(data: dict[str, Any], ks: Sequence[int], path: Path) -> None:
+    """Recall@k curves of a run's results, one per mode and baseline (baselines dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6.4, 4.4), dpi=120)
-    for name, row in evaluation.results.items():
+    for name, row in data["results"].items():
         style = "--" if name.startswith("baseline_") else "-"
         axes.plot(list(ks), [row[f"recall@{k}"] for k in ks], style, marker="o", label=name)
     axes.set_xticks(list(ks))
@@ -114,7 +114,6 @@ def chart(evaluation: Evaluation, ks: Sequence[int], path: Path) -> None:
     axes.set_ylabel("recall@k")
     axes.set_ylim(0, 1)
     axes.grid(alpha=0.3)
-    data = evaluation.as_json()
     axes.set_title(f"{data['dataset']}: {data['tools']} tools, {_queries(data)}")
     axes.legend(loc="lower right")
     figure.tight_layout()
@@ -125,9 +124,11 @@ def chart(evaluation: Evaluation, ks: Sequence[int], path: Path) -> None:
 def write(evaluation: Evaluation, ks: Sequence[int], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / RESULTS, out / TABLE, out / CHART, out / PER_QUERY]
-    paths[0].write_text(json.dumps(evaluation.as_json(), indent=2) + "\n")
-    paths[1].write_text(markdown(evaluation, ks))
-    chart(evaluation, ks, paths[2])
+    # Built once: its margins are a bootstrap of 10,000 resamples.
+    data = evaluation.as_json()
+    paths[0].write_text(json.dumps(data, indent=2) + "\n")
+    paths[1].write_text(markdown(data, ks))
+    chart(data, ks, paths[2])
     with paths[3].open("w") as handle:
         for index, query in enumerate(evaluation.dataset.queries):
             record = {
